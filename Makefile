@@ -1,0 +1,61 @@
+# ecntune — every entry point a user or CI needs.
+#
+#   make install   apt packages + .venv + `pip install -e .[dev]` (as root; idempotent)
+#   make test      pytest (tests that need root/BMv2 skip with a reason) and ruff
+#   make lint      ruff check + format check
+#   make bench     every benchmark in bench/, one JSON object per result line
+#   make p4        compile p4src/ with p4c and refresh the committed artifacts + manifest
+#   make demo      the main job: a small emulated fabric, static ECN vs a learned agent
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Debian's interpreter: Mininet (a Debian package) is built for it.
+SYSTEM_PY ?= /usr/bin/python3
+
+APT_PACKAGES := python3 python3-venv python3-dev build-essential \
+	mininet iputils-ping iproute2 tcpdump ethtool psmisc procps \
+	libns3-dev pkg-config
+
+.PHONY: install apt venv test lint bench p4 demo clean
+
+install: apt venv
+
+apt:
+	@if [ "$$(id -u)" != 0 ]; then echo "make install needs root (apt-get, network namespaces)"; exit 1; fi
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(APT_PACKAGES)
+
+venv:
+	test -x $(PY) || $(SYSTEM_PY) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip "setuptools>=75"
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@# Mininet ships as a Debian package for the system interpreter; expose just that
+	@# package (pure Python) to the venv instead of all of Debian's site-packages.
+	ln -sfn "$$($(SYSTEM_PY) -c 'import mininet, os; print(os.path.dirname(mininet.__file__))')" \
+		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/mininet"
+	$(PY) -c 'import mininet.net, ecntune; print("ecntune", ecntune.__version__, "installed in $(VENV)")'
+
+test:
+	$(PY) -m pytest
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+lint:
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+bench:
+	@ls bench/bench_*.py >/dev/null 2>&1 || { echo "no benchmarks in bench/ yet"; exit 1; }
+	for b in bench/bench_*.py; do echo "# $$b" >&2; $(PY) "$$b"; done
+
+p4:
+	$(PY) -m ecntune.p4src.compile
+
+demo:
+	$(VENV)/bin/ecntune demo
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Agents and the definitions they share with the simulator: features, actions, rewards."""

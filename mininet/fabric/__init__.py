@@ -1,0 +1,1 @@
+"""Mininet emulation of ecntune fabrics (imported as `ecntune.fabric`, never as `mininet`)."""

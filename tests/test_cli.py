@@ -1,0 +1,41 @@
+"""The installed console script and the packaging rules it depends on."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ECNTUNE = Path(sys.executable).with_name("ecntune")
+
+
+def test_doctor_reports_every_check_as_json():
+    out = subprocess.run([ECNTUNE, "doctor", "--json"], capture_output=True, text=True, check=True)
+    checks = {c["name"]: c for c in map(json.loads, out.stdout.splitlines())}
+    assert {"python", "root", "mininet", "bmv2", "p4c", "dctcp"} <= set(checks)
+    assert checks["python"]["ok"] is True
+    assert checks["root"]["ok"] is (os.geteuid() == 0)
+
+
+def test_unknown_subcommand_fails():
+    out = subprocess.run([ECNTUNE, "no-such-command"], capture_output=True, text=True)
+    assert out.returncode != 0
+    assert "invalid choice" in out.stderr
+
+
+def test_mininet_is_the_library_even_from_the_repo_root():
+    code = "import mininet, ecntune.fabric; print(mininet.__file__); print(ecntune.fabric.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lib, fabric = out.stdout.split()
+    assert not Path(lib).resolve().is_relative_to(ROOT)
+    assert Path(fabric).resolve() == ROOT / "mininet" / "fabric" / "__init__.py"
+
+
+def test_readme_commands_are_the_ones_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make install demo" in readme
+    assert "make install test" in readme
+    assert "make install test" in ci

@@ -1,0 +1,1 @@
+"""Traffic for the emulated fabric: workloads from flow-size CDFs, incasts, FCT records."""
