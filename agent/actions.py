@@ -1,0 +1,54 @@
+"""ECN action templates: the discrete settings an agent picks from (ACC Eq. 1, PET Eq. 5).
+
+kmin = E(n) = α·2^n bytes, n ∈ 0..9, kmax = E(m) with m ≥ n, pmax ∈ {1%, 5%, 10%, …, 100%}.
+α is 20 KB at 25 Gbit/s in the papers and scales with the port's speed; it never drops
+below one MTU, because a threshold smaller than one packet cannot be told apart from zero.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from ecntune.agent.telemetry import Array, EcnThresholds
+
+KB = 1000
+MTU_BYTES = 1500
+ALPHA_AT_25G_BYTES = 20 * KB
+ACC_PMAX = (0.01, *(j * 0.05 for j in range(1, 21)))
+
+
+def alpha_bytes(link_bps: Array) -> Array:
+    """The template's unit α for a port: 20 KB at 25 Gbit/s, proportional, at least one MTU."""
+    return jnp.maximum(MTU_BYTES, ALPHA_AT_25G_BYTES * jnp.asarray(link_bps) / 25e9)
+
+
+class ActionTemplate(NamedTuple):
+    """Every action as (kmin, kmax) in units of α and pmax; index = action id."""
+
+    kmin_alpha: np.ndarray
+    kmax_alpha: np.ndarray
+    pmax: np.ndarray
+
+    @property
+    def n_actions(self) -> int:
+        return int(self.pmax.shape[0])
+
+    def thresholds(self, action: Array, link_bps: Array) -> EcnThresholds:
+        """The setting chosen by `action` (int array) on ports of speed `link_bps`."""
+        a = alpha_bytes(link_bps)
+        action = jnp.asarray(action)
+        return EcnThresholds(
+            kmin_bytes=jnp.asarray(self.kmin_alpha)[action] * a,
+            kmax_bytes=jnp.asarray(self.kmax_alpha)[action] * a,
+            pmax=jnp.asarray(self.pmax)[action],
+        )
+
+
+def acc_template(levels: int = 10, pmax: tuple[float, ...] = ACC_PMAX) -> ActionTemplate:
+    """ACC/PET: all (n, m, p) with kmin = 2^n ≤ kmax = 2^m (units of α): 55 × 21 = 1155 actions."""
+    rows = [(2.0**n, 2.0**m, p) for n in range(levels) for m in range(n, levels) for p in pmax]
+    kmin, kmax, p = (np.array(c) for c in zip(*rows, strict=True))
+    return ActionTemplate(kmin, kmax, p)

@@ -1,0 +1,45 @@
+"""Rewards from one interval of a port's telemetry (ACC Eq. 2 with Fig. 4, PET Eq. 6-8).
+
+ACC:  r = ω1·T + ω2·D(L),  T = txRate/BW,  D(L) = 1 - n/10, n = min{n ∈ 0..9 : E(n) ≥ L}
+      (D = 0 when L exceeds E(9)), L the mean queue, E(n) = α·2^n the action template.
+PET:  r = β1·T + β2·L_a with L_a the reciprocal of the mean queue. The paper's 1/avg_q is
+      unbounded on an empty queue; we use L_a = 1/(1 + avg_q/α), equal to 1 when empty and
+      ∝ 1/avg_q once the queue is several α deep.
+Both papers use weights (0.3, 0.7) for WebSearch and (0.7, 0.3) for DataMining.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from ecntune.agent.actions import alpha_bytes
+from ecntune.agent.features import mean_queue_bytes, utilisation
+from ecntune.agent.telemetry import Array, PortTelemetry
+
+
+class RewardWeights(NamedTuple):
+    throughput: float
+    delay: float
+
+
+LATENCY_FIRST = RewardWeights(throughput=0.3, delay=0.7)  # the papers' WebSearch weights
+THROUGHPUT_FIRST = RewardWeights(throughput=0.7, delay=0.3)  # the papers' DataMining weights
+
+
+def queue_step(mean_queue: Array, alpha: Array, levels: int = 10) -> Array:
+    """ACC's D(L): 1 for L ≤ α, then one tenth less per doubling of L, 0 past E(levels-1)."""
+    edges = alpha * (2.0 ** jnp.arange(levels))  # E(0..9)
+    n = jnp.sum(jnp.asarray(mean_queue)[..., None] > edges, axis=-1)
+    return 1.0 - n / levels
+
+
+def acc_reward(t: PortTelemetry, w: RewardWeights = LATENCY_FIRST) -> Array:
+    alpha = alpha_bytes(t.link_bps)
+    return w.throughput * utilisation(t) + w.delay * queue_step(mean_queue_bytes(t), alpha)
+
+
+def pet_reward(t: PortTelemetry, w: RewardWeights = LATENCY_FIRST) -> Array:
+    alpha = alpha_bytes(t.link_bps)
+    return w.throughput * utilisation(t) + w.delay / (1.0 + mean_queue_bytes(t) / alpha)

@@ -1,0 +1,68 @@
+"""The shared feature, action and reward definitions (used by both sim/ and controller/)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ecntune.agent.actions import MTU_BYTES, acc_template, alpha_bytes
+from ecntune.agent.features import FEATURE_NAMES, observation, observation_size, port_state
+from ecntune.agent.rewards import LATENCY_FIRST, acc_reward, pet_reward, queue_step
+from ecntune.agent.telemetry import PortTelemetry
+
+
+def telemetry(**kw) -> PortTelemetry:
+    base = dict(
+        interval_s=0.01, link_bps=25e9, tx_bytes=0, tx_pkts=0, marked_bytes=0, marked_pkts=0,
+        qdepth_sum_bytes=0, qdepth_samples=0, qdepth_max_bytes=0, kmin_bytes=5e3,
+        kmax_bytes=200e3, pmax=0.01, senders=0, elephant_bytes=0,
+    )  # fmt: skip
+    base.update(kw)
+    return PortTelemetry(**{k: jnp.asarray(v, jnp.float32) for k, v in base.items()})
+
+
+def test_acc_template_matches_the_paper():
+    t = acc_template()
+    assert t.n_actions == 55 * 21
+    assert np.all(t.kmin_alpha <= t.kmax_alpha)
+    assert sorted(set(t.kmin_alpha)) == [2.0**n for n in range(10)]
+    assert sorted(set(np.round(t.pmax, 2))) == [0.01] + [round(0.05 * j, 2) for j in range(1, 21)]
+    th = t.thresholds(jnp.array([0, t.n_actions - 1]), 25e9)
+    assert th.kmin_bytes.tolist() == [20e3, 20e3 * 512]
+    assert th.pmax.tolist() == pytest.approx([0.01, 1.0])
+
+
+def test_alpha_scales_with_link_speed_but_not_below_one_packet():
+    assert float(alpha_bytes(100e9)) == pytest.approx(80e3)
+    assert float(alpha_bytes(10e6)) == MTU_BYTES
+
+
+def test_acc_queue_step_is_figure_4():
+    alpha = 20e3
+    q = jnp.array([0, 20e3, 20e3 + 1, 40e3, 10.3e6, 20e6])
+    assert queue_step(q, alpha).tolist() == pytest.approx([1, 1, 0.9, 0.9, 0.0, 0.0])
+
+
+def test_rewards_prefer_full_links_and_short_queues():
+    busy_short = telemetry(tx_bytes=25e9 / 8 * 0.01, qdepth_sum_bytes=0, qdepth_samples=10)
+    busy_long = telemetry(tx_bytes=25e9 / 8 * 0.01, qdepth_sum_bytes=4e6, qdepth_samples=10)
+    idle = telemetry()
+    for reward in (acc_reward, pet_reward):
+        assert float(reward(busy_short)) == pytest.approx(1.0)
+        assert float(reward(busy_short)) > float(reward(busy_long)) > float(reward(idle)) - 0.7
+    assert float(acc_reward(idle, LATENCY_FIRST)) == pytest.approx(0.7)
+
+
+def test_features_are_bounded_and_finite_even_for_bogus_intervals():
+    bogus = telemetry(interval_s=0.0, tx_bytes=-5, qdepth_samples=0, qdepth_sum_bytes=7)
+    for fs in ("acc", "pet"):
+        s = port_state(bogus, fs)
+        assert s.shape == (len(FEATURE_NAMES[fs]),)
+        assert bool(jnp.all(jnp.isfinite(s)))
+
+
+def test_observation_stacks_k_intervals_per_port():
+    ports, k = 32, 3
+    hist = telemetry(tx_bytes=jnp.ones((k, ports)) * 1e6, senders=jnp.full((k, ports), 16))
+    obs = observation(hist, "pet")
+    assert obs.shape == (ports, observation_size("pet", k))
+    assert bool(jnp.all((obs >= 0) & (obs <= 1.0001)))
