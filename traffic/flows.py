@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import socket
 import struct
 import sys
@@ -132,11 +133,31 @@ async def run_schedule(
     out: JsonlWriter,
     timeout_s: float,
 ) -> list[SentRecord]:
-    """Start every flow at t0 + flow.at (wall clock, so hosts synchronise); record each result."""
+    """Start every flow at t0 + flow.at (wall clock, so hosts synchronise); record each result.
+
+    Cancelled (the sender was stopped), every flow not yet finished still gets its record.
+    """
 
     async def one(flow: Flow) -> SentRecord:
-        await asyncio.sleep(max(0.0, t0 + flow.at - time.time()))
-        record = await send_flow(flow, src, port, cc, timeout_s)
+        try:
+            await asyncio.sleep(max(0.0, t0 + flow.at - time.time()))
+            record = await send_flow(flow, src, port, cc, timeout_s)
+        except asyncio.CancelledError:
+            stopped = "stopped before it started" if time.time() < t0 + flow.at else "stopped"
+            out.write(
+                SentRecord(
+                    flow.flow_id,
+                    src,
+                    flow.dst,
+                    flow.size,
+                    t0 + flow.at,
+                    flow.kind,
+                    cc="",
+                    completed=False,
+                    error=stopped,
+                )
+            )
+            raise
         out.write(record)
         return record
 
@@ -158,10 +179,20 @@ def add_sender_args(p: argparse.ArgumentParser) -> None:
 def run_sender(args: argparse.Namespace, flows: Sequence[Flow]) -> int:
     """Run a schedule from the shared options; the exit status says whether all flows completed."""
     t0 = args.start_at if args.start_at is not None else time.time()
+
+    async def until_stopped(out: JsonlWriter) -> list[SentRecord]:
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
+        return await run_schedule(flows, t0, args.src, args.port, args.cc, out, args.timeout_s)
+
     with JsonlWriter(args.out) as out:
-        records = asyncio.run(
-            run_schedule(flows, t0, args.src, args.port, args.cc, out, args.timeout_s)
-        )
+        try:
+            records = asyncio.run(until_stopped(out))
+        except asyncio.CancelledError:
+            print("stopped; unfinished flows are recorded as such", file=sys.stderr)
+            return 1
     failed = [r for r in records if not r.completed]
     for r in failed[:5]:
         print(f"flow {r.flow_id} to {r.dst} failed: {r.error}", file=sys.stderr)
