@@ -14,6 +14,7 @@ import sys
 # Modules that define `add_parser(subparsers)`; a subcommand exists only once its feature does.
 SUBCOMMAND_MODULES = [
     "ecntune.doctor",
+    "ecntune.fabric.cleanup",
 ]
 
 
