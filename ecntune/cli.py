@@ -15,6 +15,7 @@ import sys
 SUBCOMMAND_MODULES = [
     "ecntune.doctor",
     "ecntune.fabric.cleanup",
+    "ecntune.fabric.commands",
 ]
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,22 @@ def test_report_compares_phases(bridge_run: Path, tmp_path: Path):
     meta = json.loads((bridge_run / "scenario.json").read_text())
     assert meta["cc"] in (s["cc"] for s in json.loads((tmp_path / "summary.json").read_text()))
     assert "hosts' TCP" in (tmp_path / "report.md").read_text()
+
+
+def test_report_command(bridge_run: Path, tmp_path: Path):
+    ecntune = Path(sys.executable).with_name("ecntune")
+    out = subprocess.run(
+        [ecntune, "fabric", "report", bridge_run, bridge_run, "--out", tmp_path],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "FCT slowdown" in out.stdout
+    assert (tmp_path / "report.md").exists()
+    bad = subprocess.run(
+        [ecntune, "fabric", "report", tmp_path / "nothing", "--out", tmp_path],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2
+    assert "no scenario.json" in bad.stderr

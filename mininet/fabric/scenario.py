@@ -236,7 +236,8 @@ def _wait(senders: list[subprocess.Popen], outdir: Path, t0: float, sc: Scenario
     """Wait for every sender, showing time and completed flows; stop at the drain deadline."""
     deadline = t0 + sc.duration_s + sc.drain_s
     total = sc.duration_s + sc.drain_s
-    with tqdm(total=round(total), unit="s", desc="traffic", leave=False) as bar:
+    layout = "{desc}: {n}/{total} s |{bar}| {postfix}"
+    with tqdm(total=round(total), desc="traffic", bar_format=layout, leave=False) as bar:
         while any(p.poll() is None for p in senders) and time.time() < deadline:
             time.sleep(0.5)
             bar.n = min(round(total), max(0, round(time.time() - t0)))
