@@ -128,6 +128,35 @@ def probe_queue(phase: Phase) -> dict[str, np.ndarray]:
 
 
 @dataclass(frozen=True)
+class MarkingCheck:
+    """How the probes' CE marks relate to the queue they joined, against one ECN setting."""
+
+    probes: int
+    marked: int
+    marked_below_kmin: int  # CE although the queue was clearly below kmin: must be 0
+    unmarked_above_kmax: int  # not CE although the queue was clearly above kmax: must be 0
+    queue_max_bytes: float
+
+
+def check_marking(
+    phase: Phase, kmin_bytes: float, kmax_bytes: float, slack_bytes: float = 3000
+) -> MarkingCheck:
+    """Compare probe marks with RED's rule; `slack_bytes` absorbs the estimate's error
+    (about one packet of delay either way, and enqueue- vs dequeue-time depth)."""
+    probe = probe_queue(phase)
+    if not probe:
+        raise ValueError(f"{phase.name} has no probes to check marking with")
+    q, ce = probe["queue"], probe["ce"]
+    return MarkingCheck(
+        probes=int(q.size),
+        marked=int(ce.sum()),
+        marked_below_kmin=int((ce & (q < kmin_bytes - slack_bytes)).sum()),
+        unmarked_above_kmax=int((~ce & (q > kmax_bytes + slack_bytes)).sum()),
+        queue_max_bytes=float(q.max()),
+    )
+
+
+@dataclass(frozen=True)
 class PhaseSummary:
     phase: str
     buckets: list[BucketSummary]
