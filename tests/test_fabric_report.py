@@ -15,6 +15,7 @@ from ecntune.fabric.report import (
     load_phase,
     port_queues,
     summarize_phase,
+    telemetry_row,
     write_report,
 )
 from ecntune.topology import preset
@@ -51,7 +52,7 @@ def telemetry(t: float, port: int, q: float, marked: int, kmin: float, kmax: flo
         qdepth_samples=100, qdepth_max_bytes=q * 2, kmin_bytes=kmin, kmax_bytes=kmax,
         pmax=0.2, senders=2, elephant_bytes=0,
     )  # fmt: skip
-    return {"t": T0 + t, "switch": "s1", "port": port, **tel._asdict()}
+    return telemetry_row(T0 + t, "s1", port, tel)
 
 
 def test_marking_check_counts_marks_against_the_red_rule():

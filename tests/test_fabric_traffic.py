@@ -10,20 +10,22 @@ import csv
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from ecntune.fabric.net import Fabric, FabricOptions
 from ecntune.fabric.report import load_phase, summarize_phase, write_report
-from ecntune.fabric.scenario import Scenario, run_scenario
+from ecntune.fabric.scenario import Scenario, run_phases
 from ecntune.topology import preset
 from ecntune.traffic.records import FlowRecord, SentRecord, read_records
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 SCENARIO = Scenario(
-    duration_s=6.0,
+    duration_s=5.0,
     load=0.3,
     max_flow_bytes=300e3,
     workload_hosts=("h1", "h2"),
@@ -37,13 +39,38 @@ SCENARIO = Scenario(
 )
 
 
+@contextmanager
+def no_control(fab: Fabric, telemetry: Path) -> Iterator[None]:
+    """The bridge has no control plane; record that the phase ran under this one."""
+    telemetry.with_name("control-entered").write_text(str(fab.run.rid))
+    yield
+
+
 @pytest.fixture(scope="module")
-def bridge_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def phases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The scenario twice on one fabric, as the demo runs static thresholds and an agent."""
     out = tmp_path_factory.mktemp("bridge")
     with Fabric(preset("tiny"), FabricOptions(switch="bridge", queue_depth_pkts=64)) as fab:
-        result = run_scenario(fab, SCENARIO, out)
-    assert result.sent > 0
-    return out
+        results = run_phases(fab, SCENARIO, {"first": no_control, "again": no_control}, out)
+    assert all(r.sent > 0 for r in results.values())
+    return {name: out / name for name in results}
+
+
+@pytest.fixture(scope="module")
+def bridge_run(phases: dict[str, Path]) -> Path:
+    return phases["first"]
+
+
+def test_phases_carry_identical_traffic(phases: dict[str, Path]):
+    def flows(run: Path) -> list[tuple]:
+        sent = read_records(run.glob("*.workload.jsonl"), SentRecord)
+        sent += read_records(run.glob("*.incast.jsonl"), SentRecord)
+        return sorted((s.flow_id, s.src, s.dst, s.size) for s in sent)
+
+    assert flows(phases["first"]) == flows(phases["again"])
+    assert len(flows(phases["first"])) > 5
+    for run in phases.values():
+        assert (run / "control-entered").exists()
 
 
 def test_every_completed_flow_has_an_fct_record(bridge_run: Path):

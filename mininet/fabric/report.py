@@ -41,6 +41,12 @@ from ecntune.traffic.records import (
 TELEMETRY_KEYS = frozenset({"t", "switch", "port", *PortTelemetry._fields})
 
 
+def telemetry_row(t: float, switch: str, port: int, tel: PortTelemetry) -> dict[str, Any]:
+    """One line of telemetry.jsonl (write it with json.dumps): what the controller logs."""
+    fields = {k: float(v) for k, v in tel._asdict().items()}
+    return {"t": t, "switch": switch, "port": port, **fields}
+
+
 @dataclass
 class Phase:
     """Everything one run left in its directory."""

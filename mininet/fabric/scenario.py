@@ -21,7 +21,8 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -230,6 +231,27 @@ def run_scenario(fabric: Fabric, scenario: Scenario, outdir: Path) -> ScenarioRe
     }
     (outdir / "scenario.json").write_text(json.dumps(meta, indent=1))
     return result
+
+
+ControlPlane = Callable[["Fabric", Path], AbstractContextManager[object]]
+
+
+def run_phases(
+    fabric: Fabric, scenario: Scenario, phases: dict[str, ControlPlane], outdir: Path
+) -> dict[str, ScenarioResult]:
+    """The same scenario once per control plane (static thresholds, an agent, …).
+
+    A control plane is entered with the fabric and the path its telemetry log should take
+    (outdir/<phase>/telemetry.jsonl, see report.py) and holds for the phase's traffic. The
+    scenario's seed fixes the flows, so every phase carries identical traffic.
+    """
+    results = {}
+    for name, control in phases.items():
+        phase_dir = outdir / name
+        phase_dir.mkdir(parents=True, exist_ok=True)
+        with control(fabric, phase_dir / "telemetry.jsonl"):
+            results[name] = run_scenario(fabric, scenario, phase_dir)
+    return results
 
 
 def _wait(senders: list[subprocess.Popen], outdir: Path, t0: float, sc: Scenario) -> None:
