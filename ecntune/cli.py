@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES = [
     "ecntune.doctor",
     "ecntune.fabric.cleanup",
     "ecntune.fabric.commands",
+    "ecntune.fabric.demo",
 ]
 
 
