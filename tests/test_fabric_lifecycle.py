@@ -83,13 +83,14 @@ def test_a_failed_start_removes_what_it_built():
 
 OWNER = textwrap.dedent(
     """
-    import sys, time
+    import subprocess, sys, time
     from ecntune.fabric.net import Fabric, FabricOptions
     from ecntune.topology import preset
     with Fabric(preset("tiny"), FabricOptions(switch="bridge")) as fab:
-        # a traffic process too, so the test sees tools die with the fabric
+        # a traffic process too (writing to a file, as scenario tools do, so it outlives
+        # a killed owner), so the test sees tools die with the fabric
         argv = [sys.executable, "-m", "ecntune.traffic.receiver", "--out", "/dev/null"]
-        fab.host("h4").popen(argv)
+        fab.host("h4").popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         print(fab.run.rid, flush=True)
         time.sleep(600)
     """
