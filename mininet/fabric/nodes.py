@@ -168,6 +168,14 @@ class P4Switch(Switch):
         for intf in spec.ports.values():
             prepare_intf(None, intf)
         self.proc = targets.start(self.target, spec)
+        self.configure_queues()
+
+    def configure_queues(self) -> None:
+        """Egress rate and buffer limit per port, over the control port.
+
+        Called at start; call it again if a pipeline change resets the traffic manager.
+        """
+        spec = self.spec()
         for port, pps in sorted(self.port_pps.items()):
             self.target.set_queue_rate(spec, pps, port)
         if self.queue_depth_pkts is not None:
