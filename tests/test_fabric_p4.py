@@ -26,7 +26,7 @@ import pytest
 from ecntune.agent.telemetry import EcnThresholds
 from ecntune.fabric.cleanup import leftovers
 from ecntune.fabric.net import Fabric, FabricOptions
-from ecntune.fabric.report import check_marking, load_phase, probe_queue
+from ecntune.fabric.report import Phase, check_marking, load_phase, probe_queue
 from ecntune.fabric.scenario import Scenario, run_scenario
 from ecntune.topology import preset
 
@@ -96,7 +96,7 @@ def program(fab: Fabric, thresholds: EcnThresholds) -> None:
         fab.switch(name).target.control(spec, *commands)
 
 
-def congest(fab: Fabric, outdir: Path, duration_s: float = 8.0):
+def congest(fab: Fabric, outdir: Path, duration_s: float = 8.0) -> Phase:
     """Two long TCP senders into h4's port (2:1 at line rate), h3 probing that port."""
     scenario = Scenario(
         duration_s=duration_s,
@@ -126,13 +126,19 @@ def start(switch: str, ecn: bool) -> Fabric:
     return Fabric(preset("tiny"), options)
 
 
+SETTING = EcnThresholds(kmin_bytes=10 * MTU, kmax_bytes=20 * MTU, pmax=0.2)
+
+
+def congest_with_static_setting(switch: str, ecn: bool, outdir: Path) -> Phase:
+    with start(switch, ecn=ecn) as fab:
+        program(fab, SETTING)
+        return congest(fab, outdir)
+
+
 @pytest.mark.slow
 def test_marks_only_above_kmin_and_the_queue_stays_near_the_thresholds(switch, tmp_path):
-    setting = EcnThresholds(kmin_bytes=10 * MTU, kmax_bytes=20 * MTU, pmax=0.2)
-    with start(switch, ecn=True) as fab:
-        program(fab, setting)
-        phase = congest(fab, tmp_path / "ecn")
-    check = check_marking(phase, setting.kmin_bytes, setting.kmax_bytes)
+    phase = congest_with_static_setting(switch, True, tmp_path / "ecn")
+    check = check_marking(phase, SETTING.kmin_bytes, SETTING.kmax_bytes)
     assert check.marked > 0
     assert check.marked_below_kmin == 0
     assert check.unmarked_above_kmax == 0
@@ -142,10 +148,7 @@ def test_marks_only_above_kmin_and_the_queue_stays_near_the_thresholds(switch, t
 
 @pytest.mark.slow
 def test_without_ecn_capable_hosts_the_queue_grows_to_the_buffer_limit(switch, tmp_path):
-    setting = EcnThresholds(kmin_bytes=10 * MTU, kmax_bytes=20 * MTU, pmax=0.2)
-    with start(switch, ecn=False) as fab:
-        program(fab, setting)
-        phase = congest(fab, tmp_path / "no-ecn")
+    phase = congest_with_static_setting(switch, False, tmp_path / "no-ecn")
     queue = probe_queue(phase)["queue"]
     assert queue.max() > 0.8 * QUEUE_PKTS * MTU  # Not-ECT packets are never marked: tail drop
 
