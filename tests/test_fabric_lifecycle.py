@@ -19,7 +19,7 @@ import pytest
 
 from ecntune.fabric.cleanup import RUN_DIR, leftovers, process_start_time, tagged_processes
 from ecntune.fabric.net import Fabric, FabricOptions
-from ecntune.topology import preset, single_switch
+from ecntune.topology import dumbbell, preset, single_switch
 
 pytestmark = pytest.mark.root
 ECNTUNE = Path(sys.executable).with_name("ecntune")
@@ -60,6 +60,17 @@ def test_hosts_get_the_topologys_addresses_neighbours_and_tcp_settings():
         assert " 0% packet loss" in h1.cmd("ping -c2 -i0.1 -W1 " + topo.hosts["h4"].ip)
         assert len([r for r in tagged_processes().values() if r == rid]) >= 6  # shells + reaper
         assert fab.cc in ("dctcp", "cubic")
+    assert_gone(rid)
+
+
+def test_switch_to_switch_links_are_tagged_and_removed():
+    topo = dumbbell(1, 1, 10e6, 10e6)  # h1 - s1 == s2 - h2, both ends of s1-s2 in root
+    with Fabric(topo, FabricOptions(switch="bridge")) as fab:
+        rid = fab.run.rid
+        links = ip_links()
+        assert f"ec{rid}s0p1" in links  # s1's port 1: the trunk, added first
+        assert f"ec{rid}s1p1" in links  # s2's end of it
+        assert " 0% packet loss" in fab.host("h1").cmd("ping -c2 -i0.1 -W1 10.0.1.1")
     assert_gone(rid)
 
 
