@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -60,6 +61,9 @@ def _fabric_args(p: argparse.ArgumentParser) -> None:
 def _fabric(args: argparse.Namespace):
     from ecntune.fabric.net import Fabric, FabricOptions
 
+    if os.geteuid() != 0:
+        raise SystemExit("ecntune fabric needs root (network namespaces, veths, qdiscs)")
+
     options = FabricOptions(
         switch=args.switch,
         json_path=args.json,
@@ -86,19 +90,27 @@ def run_traffic(args: argparse.Namespace) -> int:
     from ecntune.fabric.report import load_phase, write_report
     from ecntune.fabric.scenario import Scenario, run_scenario
 
-    scenario = Scenario(
-        duration_s=args.duration,
-        workload=args.workload,
-        load=args.load,
-        max_flow_bytes=args.max_flow_bytes,
-        receiver=args.receiver,
-        incast_degree=args.incast,
-        incast_bytes=args.incast_bytes,
-        probe_src=args.probe_from,
-        seed=args.seed,
-    )
-    with _fabric(args) as fab:
-        result = run_scenario(fab, scenario, args.out)
+    try:
+        scenario = Scenario(
+            duration_s=args.duration,
+            workload=args.workload,
+            load=args.load,
+            max_flow_bytes=args.max_flow_bytes,
+            receiver=args.receiver,
+            incast_degree=args.incast,
+            incast_bytes=args.incast_bytes,
+            probe_src=args.probe_from,
+            seed=args.seed,
+        )
+    except ValueError as e:  # unknown hosts or workload, bad load
+        print(f"ecntune fabric run: {e}", file=sys.stderr)
+        return 2
+    try:
+        with _fabric(args) as fab:
+            result = run_scenario(fab, scenario, args.out)
+    except (RuntimeError, TimeoutError, ValueError) as e:  # no switch, no forwarding, no host
+        print(f"ecntune fabric run: {e}", file=sys.stderr)
+        return 1
     print(json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in vars(result).items()}))
     print(write_report([load_phase(args.out.name, args.out)], args.out / "report"))
     return 0 if result.completed == result.sent == result.recorded else 1
