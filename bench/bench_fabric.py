@@ -68,7 +68,7 @@ def fabric_lifecycle(preset_name: str) -> None:
 
     def plain_mininet() -> None:
         run = begin_run()  # only for unique interface names; nothing else of ecntune runs
-        mn_topo = FabricTopo(topo, run, FabricOptions(switch="bridge", shape_hosts=False), "")
+        mn_topo = FabricTopo(topo, run, FabricOptions(switch="bridge", host_shaper=None), "")
         for h in mn_topo.hosts():  # plain hosts: keep only Mininet's own ip/mac parameters
             info = mn_topo.nodeInfo(h)
             mn_topo.setNodeInfo(h, {"ip": info["ip"], "mac": info["mac"]})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from ecntune.fabric.cleanup import RUN_DIR, leftovers, process_start_time, tagged_processes
 from ecntune.fabric.net import Fabric, FabricOptions
 from ecntune.topology import dumbbell, preset, single_switch
+from ecntune.traffic.records import FlowRecord, read_records
 
 pytestmark = pytest.mark.root
 ECNTUNE = Path(sys.executable).with_name("ecntune")
@@ -72,6 +74,28 @@ def test_switch_to_switch_links_are_tagged_and_removed():
         assert f"ec{rid}s1p1" in links  # s2's end of it
         assert " 0% packet loss" in fab.host("h1").cmd("ping -c2 -i0.1 -W1 10.0.1.1")
     assert_gone(rid)
+
+
+@pytest.mark.parametrize("shaper", ["htb", "tbf"])
+def test_host_nics_run_at_link_rate(shaper: str, tmp_path: Path):
+    options = FabricOptions(switch="bridge", host_shaper=shaper)
+    with Fabric(single_switch(2, 10e6), options) as fab:
+        h1, h2 = fab.host("h1"), fab.host("h2")
+        assert f"qdisc {shaper} 5: root" in h1.cmd("tc qdisc show dev h1-eth0")
+        py = [sys.executable, "-m"]
+        rx_out = tmp_path / "rx.jsonl"
+        rx = h2.popen([*py, "ecntune.traffic.receiver", "--out", str(rx_out)], stderr=None)
+        assert rx.stdout.readline().startswith(b"listening")
+        args = "--src 10.0.0.1 --dst 10.0.0.2 --size 1000000 --cc cubic --out"
+        tx = h1.popen([*py, "ecntune.traffic.incast", *args.split(), str(tmp_path / "tx.jsonl")])
+        assert tx.wait(30) == 0
+        sent_through_shaper = h1.cmd("tc -s qdisc show dev h1-eth0")
+        rid = fab.run.rid
+    assert_gone(rid)
+    (flow,) = read_records([rx_out], FlowRecord)
+    # 1 MB at 10 Mb/s is 0.83 s on the wire, more with headers and slow start
+    assert 0.8 < flow.fct < 2.5
+    assert int(re.search(r"Sent (\d+) bytes", sent_through_shaper).group(1)) > 1_000_000
 
 
 def test_hosts_without_ecn():

@@ -55,6 +55,7 @@ def _fabric_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, default=None, help="P4 pipeline to load at start")
     p.add_argument("--no-ecn", action="store_true", help="hosts are not ECN-capable")
     p.add_argument("--queue-depth", type=int, default=128, help="egress buffer, packets")
+    p.add_argument("--shaper", choices=["htb", "tbf", "none"], default="htb", help="host NICs")
     p.add_argument("--port-offset", type=int, default=0, help="added to gRPC/Thrift ports")
 
 
@@ -69,6 +70,7 @@ def _fabric(args: argparse.Namespace):
         json_path=args.json,
         ecn=not args.no_ecn,
         queue_depth_pkts=args.queue_depth,
+        host_shaper=None if args.shaper == "none" else args.shaper,
         port_offset=args.port_offset,
         workdir=getattr(args, "out", None),
     )

@@ -33,6 +33,7 @@ from ecntune.fabric.nodes import (
     EmbeddedSwitch,
     KernelBridge,
     P4Switch,
+    Shaper,
     default_congestion_control,
 )
 from ecntune.targets import SwitchSpec
@@ -55,7 +56,7 @@ class FabricOptions:
     ecn: bool = True  # hosts' net.ipv4.tcp_ecn (False: hosts are not ECN-capable)
     cc: str | None = None  # None: DCTCP where the kernel has it, else cubic
     queue_depth_pkts: int = 128  # every egress queue's buffer limit
-    shape_hosts: bool = True  # host NICs at their link's rate (htb)
+    host_shaper: Shaper | None = "htb"  # host NICs at their link's rate (None: unshaped)
     port_offset: int = 0  # added to every gRPC/Thrift port, so fabrics can run side by side
     workdir: Path | None = None  # switch logs go here when set
     log_level: str = "warn"
@@ -110,7 +111,8 @@ class FabricTopo(Topo):
                 routes=(FABRIC_PREFIX,),
                 ecn=options.ecn,
                 cc=cc,
-                nic_bps=link_bw if options.shape_hosts else None,
+                nic_bps=link_bw if options.host_shaper else None,
+                nic_qdisc=options.host_shaper or "htb",
             )
         for lk in topology.links:
             a_sw = topology.switches.get(lk.a)

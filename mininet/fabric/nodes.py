@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import subprocess
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from mininet.node import Host, Node, Switch
 
@@ -25,7 +25,9 @@ log = logging.getLogger(__name__)
 # Everything a software switch cannot handle: segmentation/receive offloads hand it
 # 64 KB super-packets, checksum offloads hand it packets with unfinished checksums.
 OFFLOADS = ("rx", "tx", "sg", "tso", "gso", "gro")
-HTB_BURST = "15k"  # Mininet's TCIntf value: about 10 full packets at any rate
+SHAPER_BURST = "15k"  # Mininet's TCIntf value: about 10 full packets at any rate
+TBF_LATENCY = "100ms"  # longest a packet may wait in a tbf NIC queue before it is dropped
+Shaper = Literal["htb", "tbf"]
 
 
 def run_checked(node: Node | None, *argv: str) -> str:
@@ -54,14 +56,33 @@ def prepare_intf(node: Node | None, intf: str) -> None:
     run_checked(node, "sysctl", "-qw", f"net.ipv6.conf.{intf}.disable_ipv6=1")
 
 
-def shape(node: Node | None, intf: str, bps: float, limit_pkts: int | None = None) -> None:
-    """Egress rate limit with htb (this kernel has no netem); a tail-drop FIFO if `limit_pkts`."""
-    run_checked(node, *f"tc qdisc replace dev {intf} root handle 5: htb default 1".split())
-    run_checked(
-        node,
-        *f"tc class add dev {intf} parent 5: classid 5:1 htb rate {int(bps)}bit".split(),
-        *f"burst {HTB_BURST}".split(),
-    )
+def shape(
+    node: Node | None,
+    intf: str,
+    bps: float,
+    limit_pkts: int | None = None,
+    qdisc: Shaper = "htb",
+) -> None:
+    """Egress rate limit with htb or tbf (this kernel has no netem), as a NIC of `bps`.
+
+    With `limit_pkts`, packets wait in a tail-drop FIFO of that many packets.
+    """
+    root = f"tc qdisc replace dev {intf} root handle 5:"
+    if qdisc == "htb":
+        run_checked(node, *f"{root} htb default 1".split())
+        run_checked(
+            node,
+            *f"tc class add dev {intf} parent 5: classid 5:1 htb rate {int(bps)}bit".split(),
+            *f"burst {SHAPER_BURST}".split(),
+        )
+    elif qdisc == "tbf":
+        run_checked(
+            node,
+            *f"{root} tbf rate {int(bps)}bit burst {SHAPER_BURST}".split(),
+            *f"latency {TBF_LATENCY}".split(),
+        )
+    else:
+        raise ValueError(f"unknown shaper {qdisc!r}; choose htb or tbf")
     if limit_pkts is not None:
         run_checked(
             node, *f"tc qdisc add dev {intf} parent 5:1 handle 10: pfifo limit {limit_pkts}".split()
@@ -78,7 +99,8 @@ class EcnHost(Host):
 
     Extra parameters (Mininet passes addHost's keyword arguments to `config`):
     neighbours: ip -> MAC for every peer; routes: on-link prefixes; ecn: net.ipv4.tcp_ecn;
-    cc: congestion control; nic_bps: htb rate of the host's NIC (None: unshaped).
+    cc: congestion control; nic_bps: rate of the host's NIC (None: unshaped), shaped by
+    nic_qdisc (htb or tbf).
     """
 
     cc: str = "cubic"
@@ -91,6 +113,7 @@ class EcnHost(Host):
         ecn: bool = True,
         cc: str = "cubic",
         nic_bps: float | None = None,
+        nic_qdisc: Shaper = "htb",
         **params,
     ) -> dict:
         result = super().config(**params)
@@ -113,7 +136,7 @@ class EcnHost(Host):
                 self, *f"ip neigh replace {ip} lladdr {mac} dev {intf} nud permanent".split()
             )
         if nic_bps is not None:
-            shape(self, intf, nic_bps)
+            shape(self, intf, nic_bps, qdisc=nic_qdisc)
         return result
 
 
