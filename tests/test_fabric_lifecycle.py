@@ -201,3 +201,14 @@ def test_cleanup_command_removes_orphans_and_spares_live_runs():
         live.terminate()
         live.wait(30)
     assert_gone(live_rid)
+
+
+def test_cleanup_treats_an_unreadable_run_record_as_an_orphan():
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    record = RUN_DIR / "fffe.json"
+    record.write_text("{not json")
+    dry = subprocess.run([ECNTUNE, "cleanup", "--dry-run"], capture_output=True, text=True)
+    assert dry.returncode == 0
+    assert record.exists()
+    subprocess.run([ECNTUNE, "cleanup"], capture_output=True, check=True)
+    assert not record.exists()
