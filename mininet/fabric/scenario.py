@@ -88,12 +88,13 @@ def resolve(scenario: Scenario, hosts: list[str]) -> Roles:
         raise ValueError(f"the topology has no hosts {unknown}")
     receiver = scenario.receiver or hosts[-1]
     senders = list(scenario.workload_hosts) if scenario.workload_hosts is not None else hosts
-    workload = {s: [d for d in (scenario.workload_dsts or hosts) if d != s] for s in senders if s}
+    dsts = scenario.workload_dsts or hosts
+    workload = {s: [d for d in dsts if d != s] for s in senders}
     others = [h for h in hosts if h not in (receiver, scenario.probe_src)]
     if scenario.incast_degree > len(others):
         raise ValueError(f"an incast of {scenario.incast_degree} needs as many other hosts")
     return Roles(
-        workload={s: d for s, d in workload.items() if d},
+        workload={s: d for s, d in workload.items() if d},  # a sender needs somewhere to send
         receiver=receiver,
         incast_senders=others[: scenario.incast_degree],
         probe_src=scenario.probe_src,
