@@ -225,20 +225,21 @@ def comparison_rows(summaries: list[PhaseSummary]) -> list[dict[str, Any]]:
 
 def format_table(summaries: list[PhaseSummary]) -> str:
     """The comparison as fixed-width text: slowdown per bucket, then throughput and queue."""
-    head = f"{'phase':<12}{'bucket':<10}{'flows':>6}{'mean':>8}{'p50':>8}{'p95':>8}{'p99':>8}"
+    w = max(len("phase"), *(len(s.phase) for s in summaries)) + 2
+    head = f"{'phase':<{w}}{'bucket':<10}{'flows':>6}{'mean':>8}{'p50':>8}{'p95':>8}{'p99':>8}"
     lines = ["FCT slowdown", head, "-" * len(head)]
     for s in summaries:
         for b in s.buckets:
             lines.append(
-                f"{s.phase:<12}{b.bucket:<10}{b.flows:>6}{_f(b.slowdown_mean):>8}"
+                f"{s.phase:<{w}}{b.bucket:<10}{b.flows:>6}{_f(b.slowdown_mean):>8}"
                 f"{_f(b.slowdown_p50):>8}{_f(b.slowdown_p95):>8}{_f(b.slowdown_p99):>8}"
             )
-    head = f"{'phase':<12}{'flows done':>12}{'goodput':>12}{'queue mean':>12}{'queue p99':>11}"
+    head = f"{'phase':<{w}}{'flows done':>12}{'goodput':>12}{'queue mean':>12}{'queue p99':>11}"
     head += f"{'marked':>8}"
     lines += ["", "Throughput and queue", head, "-" * len(head)]
     for s in summaries:
         lines.append(
-            f"{s.phase:<12}{f'{s.flows_recorded}/{s.flows_sent}':>12}"
+            f"{s.phase:<{w}}{f'{s.flows_recorded}/{s.flows_sent}':>12}"
             f"{f'{s.goodput_bps / 1e6:.2f} Mb/s':>12}{_kb(s.queue_mean_bytes):>12}"
             f"{_kb(s.queue_p99_bytes):>11}{_pct(s.marked_fraction):>8}"
         )

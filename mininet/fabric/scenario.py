@@ -259,12 +259,13 @@ def _wait(senders: list[subprocess.Popen], outdir: Path, t0: float, sc: Scenario
     """Wait for every sender, showing time and completed flows; stop at the drain deadline."""
     deadline = t0 + sc.duration_s + sc.drain_s
     total = sc.duration_s + sc.drain_s
-    layout = "{desc}: {n}/{total} s |{bar}| {postfix}"
+    layout = "{desc}: {n}/{total} s |{bar}|"
     with tqdm(total=round(total), desc="traffic", bar_format=layout, leave=False) as bar:
         while any(p.poll() is None for p in senders) and time.time() < deadline:
             time.sleep(0.5)
             bar.n = min(round(total), max(0, round(time.time() - t0)))
-            bar.set_postfix(flows_done=_count_lines(outdir.glob("*.fct.jsonl")), refresh=False)
+            done = _count_lines(outdir.glob("*.fct.jsonl"))
+            bar.set_description_str(f"traffic, {done} flows done", refresh=False)
             bar.refresh()
 
 
