@@ -14,6 +14,9 @@ import sys
 # Modules that define `add_parser(subparsers)`; a subcommand exists only once its feature does.
 SUBCOMMAND_MODULES = [
     "ecntune.doctor",
+    "ecntune.fabric.cleanup",
+    "ecntune.fabric.commands",
+    "ecntune.fabric.demo",
 ]
 
 

@@ -1,1 +1,7 @@
-"""Mininet emulation of ecntune fabrics (imported as `ecntune.fabric`, never as `mininet`)."""
+"""Mininet emulation of ecntune fabrics (imported as `ecntune.fabric`, never as `mininet`).
+
+nodes.py (hosts and switches) → net.py (a Topology running in Mininet) → scenario.py
+(traffic on it) → report.py (comparisons and plots); cleanup.py makes sure every run
+leaves nothing behind; commands.py and demo.py are the `ecntune fabric` and `ecntune demo`
+commands.
+"""

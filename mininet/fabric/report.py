@@ -1,0 +1,339 @@
+"""Compare runs (phases) of the same traffic: FCT slowdown by size bucket, throughput, queues.
+
+A phase is a directory written by `run_scenario` (flow records, sent records, probes,
+scenario.json), plus, when a controller ran, `telemetry.jsonl`: one row per port and
+interval, `{"t": <wall clock at the interval's end>, "switch": <name>, "port": <int>}` and
+every field of agent.telemetry.PortTelemetry. `write_report` turns phases into
+
+    comparison.csv   phase × size bucket: flows, FCT and slowdown statistics
+    summary.json     per phase: completion counts, goodput, queue and marking statistics
+    fct_cdf.png      FCT slowdown CDF per size bucket, one line per phase
+    queues.png       queue depth and ECN thresholds over time per port, one row per phase
+    report.md        the table and the facts a reader needs (hosts' cc, ECN, target)
+
+and prints the table. Where no telemetry exists, the receiver port's queue is estimated
+from the probes' one-way delays (delay above the minimum × the port's rate).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ecntune.agent.telemetry import PortTelemetry
+from ecntune.fabric.scenario import sent_files
+from ecntune.topology import Topology
+from ecntune.traffic.fct import SIZE_BUCKETS, BucketSummary, ideal_fct, slowdown, summarize
+from ecntune.traffic.records import (
+    FlowRecord,
+    PacketRecord,
+    SentRecord,
+    iter_jsonl,
+    read_records,
+)
+
+TELEMETRY_KEYS = frozenset({"t", "switch", "port", *PortTelemetry._fields})
+
+
+def telemetry_row(t: float, switch: str, port: int, tel: PortTelemetry) -> dict[str, Any]:
+    """One line of telemetry.jsonl (write it with json.dumps): what the controller logs."""
+    fields = {k: float(v) for k, v in tel._asdict().items()}
+    return {"t": t, "switch": switch, "port": port, **fields}
+
+
+@dataclass
+class Phase:
+    """Everything one run left in its directory."""
+
+    name: str
+    outdir: Path
+    meta: dict[str, Any]
+    flows: list[FlowRecord]
+    sent: list[SentRecord]
+    probes: list[PacketRecord] = field(default_factory=list)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def topology(self) -> Topology:
+        return Topology.from_dict(self.meta["topology"])
+
+
+def load_phase(name: str, outdir: Path) -> Phase:
+    meta_path = outdir / "scenario.json"
+    if not meta_path.exists():
+        raise FileNotFoundError(f"{outdir} holds no run (no scenario.json)")
+    probes = outdir / "probe.jsonl"
+    telemetry = outdir / "telemetry.jsonl"
+    rows = list(iter_jsonl(telemetry)) if telemetry.exists() else []
+    for row in rows:
+        if not set(row) >= TELEMETRY_KEYS:
+            raise ValueError(f"{telemetry}: missing {sorted(TELEMETRY_KEYS - set(row))}")
+    return Phase(
+        name=name,
+        outdir=outdir,
+        meta=json.loads(meta_path.read_text()),
+        flows=read_records(sorted(outdir.glob("*.fct.jsonl")), FlowRecord),
+        sent=read_records(sent_files(outdir), SentRecord),
+        probes=read_records([probes], PacketRecord) if probes.exists() else [],
+        telemetry=rows,
+    )
+
+
+def flow_slowdowns(phase: Phase) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sizes, FCTs and ideal FCTs of the phase's completed flows (bottleneck: the host links)."""
+    topo = phase.topology
+    by_ip = {h.ip: h for h in topo.hosts.values()}
+
+    def host_bw(ip: str) -> float:
+        h = by_ip[ip]
+        return topo.port_bw(h.switch, h.switch_port)
+
+    size = np.array([f.size for f in phase.flows], dtype=np.float64)
+    fct = np.array([f.fct for f in phase.flows], dtype=np.float64)
+    bw = np.array([min(host_bw(f.src), host_bw(f.dst)) for f in phase.flows])
+    return size, fct, ideal_fct(size, bw, phase.meta["base_rtt_s"])
+
+
+def port_queues(phase: Phase) -> dict[str, dict[str, np.ndarray]]:
+    """Per port ("switch:port"): time, mean queue bytes, kmin and kmax, from telemetry."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for row in phase.telemetry:
+        series = out.setdefault(f"{row['switch']}:{row['port']}", {})
+        q = row["qdepth_sum_bytes"] / row["qdepth_samples"] if row["qdepth_samples"] else 0.0
+        for key, value in (
+            ("t", row["t"] - phase.meta["t0"]),
+            ("queue", q),
+            ("kmin", row["kmin_bytes"]),
+            ("kmax", row["kmax_bytes"]),
+            ("marked", row["marked_pkts"]),
+            ("tx", row["tx_pkts"]),
+        ):
+            series.setdefault(key, []).append(value)
+    return {port: {k: np.array(v) for k, v in s.items()} for port, s in sorted(out.items())}
+
+
+def probe_queue(phase: Phase) -> dict[str, np.ndarray]:
+    """The receiver port's queue as the probes saw it: (delay − min delay) × port rate."""
+    if not phase.probes:
+        return {}
+    topo = phase.topology
+    rx = topo.hosts[phase.meta["roles"]["receiver"]]
+    rate_bps = topo.port_bw(rx.switch, rx.switch_port)
+    owd = np.array([p.owd for p in phase.probes])
+    return {
+        "t": np.array([p.t_send for p in phase.probes]) - phase.meta["t0"],
+        "queue": (owd - owd.min()) * rate_bps / 8,
+        "ce": np.array([p.ecn == 3 for p in phase.probes]),
+    }
+
+
+@dataclass(frozen=True)
+class MarkingCheck:
+    """How the probes' CE marks relate to the queue they joined, against one ECN setting."""
+
+    probes: int
+    marked: int
+    marked_below_kmin: int  # CE although the queue was clearly below kmin: must be 0
+    unmarked_above_kmax: int  # not CE although the queue was clearly above kmax: must be 0
+    queue_max_bytes: float
+
+
+def check_marking(
+    phase: Phase, kmin_bytes: float, kmax_bytes: float, slack_bytes: float = 3000
+) -> MarkingCheck:
+    """Compare probe marks with RED's rule; `slack_bytes` absorbs the estimate's error
+    (about one packet of delay either way, and enqueue- vs dequeue-time depth)."""
+    probe = probe_queue(phase)
+    if not probe:
+        raise ValueError(f"{phase.name} has no probes to check marking with")
+    q, ce = probe["queue"], probe["ce"]
+    return MarkingCheck(
+        probes=int(q.size),
+        marked=int(ce.sum()),
+        marked_below_kmin=int((ce & (q < kmin_bytes - slack_bytes)).sum()),
+        unmarked_above_kmax=int((~ce & (q > kmax_bytes + slack_bytes)).sum()),
+        queue_max_bytes=float(q.max()),
+    )
+
+
+@dataclass(frozen=True)
+class PhaseSummary:
+    phase: str
+    buckets: list[BucketSummary]
+    flows_sent: int
+    flows_completed: int
+    flows_recorded: int
+    goodput_bps: float  # completed payload bytes × 8 / run length
+    queue_mean_bytes: float
+    queue_p99_bytes: float
+    queue_source: str  # "telemetry", "probes" or "none"
+    marked_fraction: float  # of packets (telemetry) or of probes (probes)
+    cc: str
+    ecn: bool
+    switch: str
+
+
+def summarize_phase(phase: Phase) -> PhaseSummary:
+    size, fct, ideal = flow_slowdowns(phase)
+    span = phase.meta["t_end"] - phase.meta["t0"]
+    queues, probe = port_queues(phase), probe_queue(phase)
+    if queues:
+        busy = np.concatenate([s["queue"][s["tx"] > 0] for s in queues.values()])
+        tx = sum(float(s["tx"].sum()) for s in queues.values())
+        marked = sum(float(s["marked"].sum()) for s in queues.values())
+        q_mean, q_p99 = _mean_p99(busy)
+        source, marked_fraction = "telemetry", marked / tx if tx else math.nan
+    elif probe:
+        q_mean, q_p99 = _mean_p99(probe["queue"])
+        source, marked_fraction = "probes", float(probe["ce"].mean())
+    else:
+        q_mean = q_p99 = marked_fraction = math.nan
+        source = "none"
+    return PhaseSummary(
+        phase=phase.name,
+        buckets=summarize(size, fct, ideal),
+        flows_sent=len(phase.sent),
+        flows_completed=sum(s.completed for s in phase.sent),
+        flows_recorded=len(phase.flows),
+        goodput_bps=float(size.sum()) * 8 / span if span > 0 else math.nan,
+        queue_mean_bytes=q_mean,
+        queue_p99_bytes=q_p99,
+        queue_source=source,
+        marked_fraction=marked_fraction,
+        cc=phase.meta["cc"],
+        ecn=phase.meta["ecn"],
+        switch=phase.meta["switch"],
+    )
+
+
+def _mean_p99(x: np.ndarray) -> tuple[float, float]:
+    return (float(x.mean()), float(np.percentile(x, 99))) if x.size else (math.nan, math.nan)
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def comparison_rows(summaries: list[PhaseSummary]) -> list[dict[str, Any]]:
+    return [{"phase": s.phase, **asdict(b)} for s in summaries for b in s.buckets]
+
+
+def format_table(summaries: list[PhaseSummary]) -> str:
+    """The comparison as fixed-width text: slowdown per bucket, then throughput and queue."""
+    w = max(len("phase"), *(len(s.phase) for s in summaries)) + 2
+    head = f"{'phase':<{w}}{'bucket':<10}{'flows':>6}{'mean':>8}{'p50':>8}{'p95':>8}{'p99':>8}"
+    lines = ["FCT slowdown", head, "-" * len(head)]
+    for s in summaries:
+        for b in s.buckets:
+            lines.append(
+                f"{s.phase:<{w}}{b.bucket:<10}{b.flows:>6}{_f(b.slowdown_mean):>8}"
+                f"{_f(b.slowdown_p50):>8}{_f(b.slowdown_p95):>8}{_f(b.slowdown_p99):>8}"
+            )
+    head = f"{'phase':<{w}}{'flows done':>12}{'goodput':>12}{'queue mean':>12}{'queue p99':>11}"
+    head += f"{'marked':>8}"
+    lines += ["", "Throughput and queue", head, "-" * len(head)]
+    for s in summaries:
+        lines.append(
+            f"{s.phase:<{w}}{f'{s.flows_recorded}/{s.flows_sent}':>12}"
+            f"{f'{s.goodput_bps / 1e6:.2f} Mb/s':>12}{_kb(s.queue_mean_bytes):>12}"
+            f"{_kb(s.queue_p99_bytes):>11}{_pct(s.marked_fraction):>8}"
+        )
+    return "\n".join(lines)
+
+
+def _f(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.2f}"
+
+
+def _kb(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x / 1e3:.1f} KB"
+
+
+def _pct(x: float) -> str:
+    return "-" if math.isnan(x) else f"{100 * x:.1f}%"
+
+
+def plot_fct_cdfs(phases: list[Phase], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(SIZE_BUCKETS), figsize=(4 * len(SIZE_BUCKETS), 3.2))
+    for phase in phases:
+        size, fct, ideal = flow_slowdowns(phase)
+        sd = slowdown(fct, ideal)
+        for ax, b in zip(axes, SIZE_BUCKETS, strict=True):
+            x = np.sort(sd[(size >= b.min_bytes) & (size < b.max_bytes)])
+            if x.size:
+                ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", label=phase.name)
+    for ax, b in zip(axes, SIZE_BUCKETS, strict=True):
+        ax.set(title=f"{b.name} flows", xlabel="FCT slowdown", xscale="log", ylim=(0, 1.01))
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("CDF")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_queues(phases: list[Phase], path: Path) -> None:
+    """Queue and kmin/kmax over time per busy port (the probes' estimate without telemetry)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(phases), 1, figsize=(9, 3 * len(phases)), squeeze=False)
+    for ax, phase in zip(axes[:, 0], phases, strict=True):
+        queues = {p: s for p, s in port_queues(phase).items() if s["tx"].sum() > 0}
+        for i, (port, s) in enumerate(queues.items()):
+            color = f"C{i % 10}"
+            ax.plot(s["t"], s["queue"] / 1e3, color=color, label=f"{port} queue")
+            ax.plot(s["t"], s["kmin"] / 1e3, color=color, ls="--", lw=0.8, label=f"{port} kmin")
+            ax.plot(s["t"], s["kmax"] / 1e3, color=color, ls=":", lw=0.8, label=f"{port} kmax")
+        probe = probe_queue(phase)
+        if not queues and probe:
+            ax.plot(probe["t"], probe["queue"] / 1e3, lw=0.7, label="receiver port (probes)")
+            ce = probe["ce"]
+            ax.scatter(probe["t"][ce], probe["queue"][ce] / 1e3, s=4, c="red", label="CE-marked")
+        ax.set(title=phase.name, xlabel="time (s)", ylabel="queue (KB)")
+        ax.grid(alpha=0.3)
+        if ax.has_data():
+            ax.legend(fontsize=6, ncol=3, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(phases: list[Phase], outdir: Path, title: str = "ecntune run") -> str:
+    """Write every output named in the module docstring; return the table."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    summaries = [summarize_phase(p) for p in phases]
+    rows = comparison_rows(summaries)
+    with open(outdir / "comparison.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (outdir / "summary.json").write_text(
+        json.dumps([asdict(s) for s in summaries], indent=1, allow_nan=True)
+    )
+    plot_fct_cdfs(phases, outdir / "fct_cdf.png")
+    plot_queues(phases, outdir / "queues.png")
+    table = format_table(summaries)
+    facts = [
+        f"- {s.phase}: switch `{s.switch}`, hosts' TCP `{s.cc}` with ECN "
+        f"{'on' if s.ecn else 'off'}; {s.flows_completed}/{s.flows_sent} flows completed, "
+        f"{s.flows_recorded} FCT records; queue from {s.queue_source}"
+        for s in summaries
+    ]
+    (outdir / "report.md").write_text(
+        f"# {title}\n\n" + "\n".join(facts) + f"\n\n```\n{table}\n```\n\n"
+        "![FCT slowdown CDFs](fct_cdf.png)\n\n![queues and thresholds](queues.png)\n"
+    )
+    return table

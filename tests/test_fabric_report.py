@@ -1,0 +1,123 @@
+"""The report's arithmetic on phases with known contents (telemetry rows, probes, flows)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ecntune.agent.telemetry import PortTelemetry
+from ecntune.fabric.report import (
+    Phase,
+    check_marking,
+    load_phase,
+    port_queues,
+    summarize_phase,
+    telemetry_row,
+    write_report,
+)
+from ecntune.topology import preset
+from ecntune.traffic.records import FlowRecord, JsonlWriter, PacketRecord, SentRecord
+
+T0 = 1000.0
+RATE = 10e6  # tiny's links
+PKT_S = 1500 * 8 / RATE
+
+
+def meta(**extra: object) -> dict:
+    return {
+        "topology": preset("tiny").to_dict(),
+        "roles": {"receiver": "h4"},
+        "t0": T0,
+        "t_end": T0 + 10,
+        "base_rtt_s": 1e-3,
+        "cc": "cubic",
+        "ecn": True,
+        "switch": "embedded",
+        **extra,
+    }
+
+
+def probe(i: int, queue_pkts: float, ecn: int) -> PacketRecord:
+    owd = 1e-4 + queue_pkts * PKT_S  # base delay + time spent behind `queue_pkts` packets
+    return PacketRecord(0, 0, i, "10.0.0.3", 92, ecn, T0 + i, T0 + i + owd, owd)
+
+
+def telemetry(t: float, port: int, q: float, marked: int, kmin: float, kmax: float) -> dict:
+    tel = PortTelemetry(
+        interval_s=0.1, link_bps=RATE, tx_bytes=100 * 1500, tx_pkts=100,
+        marked_bytes=marked * 1500, marked_pkts=marked, qdepth_sum_bytes=q * 100,
+        qdepth_samples=100, qdepth_max_bytes=q * 2, kmin_bytes=kmin, kmax_bytes=kmax,
+        pmax=0.2, senders=2, elephant_bytes=0,
+    )  # fmt: skip
+    return telemetry_row(T0 + t, "s1", port, tel)
+
+
+def test_marking_check_counts_marks_against_the_red_rule():
+    kmin, kmax = 15_000, 30_000  # 10 and 20 packets
+    probes = [probe(0, 0, 2), probe(1, 5, 2), probe(2, 15, 3), probe(3, 18, 2), probe(4, 30, 3)]
+    phase = Phase("p", Path("."), meta(), flows=[], sent=[], probes=probes)
+    good = check_marking(phase, kmin, kmax)
+    assert (good.probes, good.marked) == (5, 2)
+    assert good.marked_below_kmin == 0
+    assert good.unmarked_above_kmax == 0
+    assert good.queue_max_bytes == pytest.approx(30 * 1500)
+    # a mark at an empty queue and no mark far above kmax are both violations
+    bad = Phase("p", Path("."), meta(), [], [], probes=[probe(0, 0, 3), probe(1, 40, 2)])
+    check = check_marking(bad, kmin, kmax)
+    assert (check.marked_below_kmin, check.unmarked_above_kmax) == (1, 1)
+    with pytest.raises(ValueError, match="no probes"):
+        check_marking(Phase("p", Path("."), meta(), [], []), kmin, kmax)
+
+
+def test_summary_prefers_telemetry_and_reads_marks_and_queues_from_it():
+    rows = [telemetry(0.1 * i, 4, 20_000.0, 10, 15_000, 30_000) for i in range(10)]
+    rows += [telemetry(0.1 * i, 1, 0.0, 0, 15_000, 30_000) for i in range(10)]
+    flows = [
+        FlowRecord("a", "10.0.0.1", "10.0.0.4", 10_000, T0, T0 + 0.5, 0.5, "cubic", "workload"),
+        FlowRecord("b", "10.0.0.2", "10.0.0.4", 2_000_000, T0, T0 + 4, 4.0, "cubic", "workload"),
+    ]
+    sent = [SentRecord(f.flow_id, f.src, f.dst, f.size, f.start, f.kind, f.cc, True) for f in flows]
+    phase = Phase("agent", Path("."), meta(), flows, sent, probes=[probe(0, 50, 3)], telemetry=rows)
+    queues = port_queues(phase)
+    assert set(queues) == {"s1:1", "s1:4"}
+    assert queues["s1:4"]["queue"].tolist() == [20_000.0] * 10
+    assert queues["s1:4"]["t"][0] == pytest.approx(0.0)
+    s = summarize_phase(phase)
+    assert s.queue_source == "telemetry"
+    assert s.queue_mean_bytes == pytest.approx(10_000)  # both ports carried packets
+    assert s.marked_fraction == pytest.approx(100 / 2000)
+    assert s.goodput_bps == pytest.approx(2_010_000 * 8 / 10)
+    buckets = {b.bucket: b for b in s.buckets}
+    assert buckets["mice"].flows == 1
+    assert buckets["elephant"].flows == 1
+    assert buckets["medium"].flows == 0
+    assert math.isnan(buckets["medium"].slowdown_mean)
+    # 10 KB alone at 10 Mb/s: 1 ms RTT + 10 KB and 7 packet headers at line rate
+    ideal = 1e-3 + (10_000 + 7 * 66) * 8 / RATE
+    assert buckets["mice"].slowdown_mean == pytest.approx(0.5 / ideal)
+
+
+def test_phases_load_from_disk_and_reject_foreign_telemetry(tmp_path: Path):
+    run = tmp_path / "static"
+    run.mkdir()
+    (run / "scenario.json").write_text(json.dumps(meta()))
+    flow = FlowRecord("a", "10.0.0.1", "10.0.0.4", 10_000, T0, T0 + 0.5, 0.5, "cubic", "workload")
+    with JsonlWriter(run / "h4.fct.jsonl") as w:
+        w.write(flow)
+    with JsonlWriter(run / "h1.workload.jsonl") as w:
+        w.write(SentRecord("a", flow.src, flow.dst, flow.size, T0, "workload", "cubic", True))
+    with open(run / "telemetry.jsonl", "w") as f:
+        f.write(json.dumps(telemetry(0.1, 4, 3000.0, 1, 15_000, 30_000)) + "\n")
+    phase = load_phase("static", run)
+    assert phase.flows == [flow]
+    assert len(phase.telemetry) == 1
+    table = write_report([phase], tmp_path / "out")
+    assert "static" in table
+    assert "1/1" in table
+    with open(run / "telemetry.jsonl", "a") as f:
+        f.write(json.dumps({"t": 1.0, "switch": "s1"}) + "\n")
+    with pytest.raises(ValueError, match="missing"):
+        load_phase("static", run)
