@@ -14,6 +14,7 @@ import sys
 # Modules that define `add_parser(subparsers)`; a subcommand exists only once its feature does.
 SUBCOMMAND_MODULES = [
     "ecntune.doctor",
+    "ecntune.switch.main",
     "ecntune.fabric.cleanup",
     "ecntune.fabric.commands",
     "ecntune.fabric.demo",

@@ -1,0 +1,99 @@
+"""RED/ECN marking against the per-port thresholds, and both threshold write paths.
+
+A standing queue needs a port that drains slower than packets arrive: each test slows the
+egress queue (set_queue_rate) and sends a burst, so the i-th of n equal packets leaves
+(n - 1 - i) packets, i.e. (n - 1 - i) * size bytes, behind it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from base import EcnTest
+from scapy.layers.inet import IP
+
+ECT0, ECT1, CE, NOT_ECT = 2, 1, 3, 0
+SIZE = 100
+
+
+class MarkingTest(EcnTest):
+    def burst_marks(self, n: int, ecn: int = ECT0, pps: int = 50) -> list[int]:
+        """ECN bits of a burst of n packets from port 1 to port 2 through a slow queue."""
+        self.slow_queue(2, pps)
+        self.burst(1, [self.tcp(1, 2, ecn=ecn, pktlen=SIZE) for _ in range(n)])
+        out = self.receive(2, n, timeout=2 + n / pps)
+        self.assertEqual(len(out), n, "every packet of the burst must come out")
+        return [p[IP].tos & 3 for p in out]
+
+
+class NoMarkBelowKmin(MarkingTest):
+    def runTest(self) -> None:
+        self.route_hosts()
+        self.set_ecn(2, kmin=100 * SIZE, kmax=200 * SIZE, pmax=1.0)
+        self.assertEqual(self.burst_marks(30), [ECT0] * 30)
+
+
+class AlwaysMarkAtKmax(MarkingTest):
+    """kmax = 1 byte: every packet with anything queued behind it is marked, the last is not."""
+
+    def runTest(self) -> None:
+        self.route_hosts()
+        self.set_ecn(2, kmin=0, kmax=1, pmax=0.0)
+        marks = self.burst_marks(30)
+        self.assertEqual(marks[:-1], [CE] * 29)
+        self.assertEqual(marks[-1], ECT0)
+
+
+class ProbabilityBetweenThresholds(MarkingTest):
+    """q halfway between kmin and kmax marks with probability pmax/2 (binomial bound)."""
+
+    def runTest(self) -> None:
+        self.route_hosts()
+        pmax, pairs = 0.6, 600
+        # In a pair of packets the first leaves exactly SIZE bytes behind: halfway.
+        self.set_ecn(2, kmin=SIZE - 1, kmax=SIZE + 1, pmax=pmax)
+        self.slow_queue(2, 2000)
+        firsts = []
+        for _ in range(pairs):
+            self.burst(1, [self.tcp(1, 2, ecn=ECT0, pktlen=SIZE)] * 2)
+            a, b = self.receive(2, 2, timeout=2)
+            self.assertEqual(b[IP].tos & 3, ECT0, "the last packet of a pair sees an empty queue")
+            firsts.append((a[IP].tos & 3) == CE)
+        p = pmax / 2
+        marked = sum(firsts)
+        bound = 4 * math.sqrt(pairs * p * (1 - p))
+        self.assertLessEqual(
+            abs(marked - pairs * p), bound, f"{marked}/{pairs} marked, expected p={p}"
+        )
+
+
+class NonEctNeverMarkedAndCePreserved(MarkingTest):
+    def runTest(self) -> None:
+        self.route_hosts()
+        self.set_ecn(2, kmin=0, kmax=1, pmax=1.0)
+        self.assertEqual(self.burst_marks(20, ecn=NOT_ECT), [NOT_ECT] * 20)
+        self.assertEqual(self.burst_marks(20, ecn=ECT1)[:-1], [CE] * 19)
+        self.set_ecn(2, kmin=10**6, kmax=2 * 10**6, pmax=1.0)
+        self.assertEqual(self.burst_marks(20, ecn=CE), [CE] * 20)
+
+
+class ThresholdUpdateByPacketOut(MarkingTest):
+    def runTest(self) -> None:
+        self.route_hosts()
+        self.set_ecn(2, kmin=10**6, kmax=2 * 10**6, pmax=1.0)
+        self.assertNotIn(CE, self.burst_marks(20))
+        self.set_ecn(2, kmin=0, kmax=1, pmax=1.0)
+        self.assertEqual(self.burst_marks(20)[:-1], [CE] * 19)
+
+
+class ThresholdUpdateByRegisterEntry(MarkingTest):
+    """RegisterEntry writes (skipped on BMv2, whose P4Runtime server lacks them)."""
+
+    def runTest(self) -> None:
+        self.route_hosts()
+        if not self.set_ecn_registers(2, kmin=10**6, kmax=2 * 10**6, pmax=1.0):
+            self.skipTest("this target's P4Runtime server does not implement RegisterEntry")
+        self.assertNotIn(CE, self.burst_marks(20))
+        self.assertTrue(self.set_ecn_registers(2, kmin=0, kmax=1, pmax=1.0))
+        self.assertEqual(self.burst_marks(20)[:-1], [CE] * 19)
+        self.assertEqual(self.client.read_register("ecn_kmax", 2), 1)

@@ -1,0 +1,5 @@
+import sys
+
+from ecntune.switch.main import main
+
+sys.exit(main())

@@ -1,0 +1,320 @@
+"""The embedded switch: ports -> parser + ingress -> traffic manager -> egress + deparser -> ports.
+
+Like simple_switch, packets carry their field vector from ingress through the queue to
+egress, and the v1model metadata means what it means there: timestamps in microseconds
+since the switch started, enq_qdepth/deq_qdepth in packets (deq_qdepth counts the packets
+left behind), deq_timedelta in microseconds, packet_length in bytes.
+
+One thread runs the whole data plane (BMv2's "one core"): it waits on every port socket,
+the wake-up pipe and the next queue departure, so no packet ever crosses threads. Control
+threads (P4Runtime, ctl) take `lock` while they change tables, registers or the program.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ecntune.switch.compiler import DROP_PORT, AssertionFailure, Pkt, Program
+from ecntune.switch.digests import DigestEngine
+from ecntune.switch.packet_io import Port, Waker
+from ecntune.switch.traffic_manager import TrafficManager
+
+log = logging.getLogger("ecntune.switch")
+
+NORMAL, INGRESS_CLONE, EGRESS_CLONE, RECIRC, REPLICATION, RESUBMIT = 0, 1, 2, 4, 5, 6
+RX_BATCH = 64  # frames read from one port before the loop looks at the others
+MAX_PASSES = 16  # resubmit/recirculate loops longer than this are cut (and counted)
+
+PacketInSink = Callable[[bytes], None]
+
+
+@dataclass
+class Stats:
+    rx: int = 0
+    tx: int = 0
+    dropped: int = 0  # by the program (mark_to_drop), or to a port with no interface
+    errors: int = 0  # packets whose processing raised (dropped, logged)
+    to_cpu: int = 0
+    from_cpu: int = 0
+    per_port_tx: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class MirrorSession:
+    port: int
+    truncate: int = 0  # 0 = whole packet
+
+
+class Switch:
+    def __init__(
+        self,
+        ports: dict[int, str],
+        cpu_port: int = 255,
+        device_id: int = 0,
+        pcap_dir: Path | None = None,
+    ) -> None:
+        self.device_id, self.cpu_port = device_id, cpu_port
+        self.ports = {n: Port(n, iface, pcap_dir) for n, iface in sorted(ports.items())}
+        self.program: Program | None = None
+        self.lock = threading.RLock()
+        self.tm = TrafficManager()
+        self.digests = DigestEngine()
+        self.mirrors: dict[int, MirrorSession] = {}
+        self.mcast: dict[int, list[tuple[int, int]]] = {}  # group -> [(port, rid)]
+        self.packet_in: PacketInSink | None = None
+        self.stats = Stats()
+        self._injected: deque[tuple[int, bytes]] = deque()
+        self._waker = Waker()
+        self._start = time.monotonic()
+        self._running = False
+        self._thread: threading.Thread | None = None
+        self._template: list[int] = []
+        self._metadata_slots: list[int] = []
+
+    # -- configuration (control threads) -------------------------------------------------
+
+    def load(self, program: Program) -> None:
+        """Swap in a compiled program; queued packets of the old one are discarded."""
+        with self.lock:
+            self.program = program
+            self._template = program.layout.template()
+            self._metadata_slots = [
+                fi.slot for h in program.layout.headers.values() if h.metadata for fi in h.fields
+            ]
+            for q in self.tm.queues.values():
+                q.items.clear()
+            self.digests.pending.clear()
+
+    def inject(self, frame: bytes, port: int | None = None) -> None:
+        """A frame entering ingress on `port` (the CPU port by default): PacketOut."""
+        self._injected.append((self.cpu_port if port is None else port, frame))
+        self._waker.wake()
+
+    def now_us(self) -> int:
+        return int((time.monotonic() - self._start) * 1e6)
+
+    # -- the pipeline (data-plane thread, or synchronously in tests) -----------------------
+
+    def receive(self, port: int, frame: bytes) -> None:
+        """Ingress processing of one frame, then enqueue (or clone/replicate/learn)."""
+        prog = self.program
+        if prog is None:
+            return
+        try:
+            self._ingress(prog, port, frame, None, NORMAL, 0)
+        except Exception as e:
+            self._error(e, port)
+
+    def _ingress(
+        self,
+        prog: Program,
+        port: int,
+        frame: bytes,
+        preserved: list[int] | None,
+        instance: int,
+        passes: int,
+    ) -> None:
+        s = prog.slots
+        f = self._template[:]
+        if preserved is not None:
+            f = preserved
+        pkt = Pkt(frame)
+        f[s["standard_metadata.ingress_port"]] = port
+        f[s["standard_metadata.instance_type"]] = instance
+        f[s["standard_metadata.packet_length"]] = len(frame)
+        if "intrinsic_metadata.ingress_global_timestamp" in s:
+            f[s["intrinsic_metadata.ingress_global_timestamp"]] = self.now_us()
+        prog.parse(f, pkt)
+        if "standard_metadata.parser_error" in s:
+            f[s["standard_metadata.parser_error"]] = pkt.error
+        if "standard_metadata.checksum_error" in s:
+            f[s["standard_metadata.checksum_error"]] = pkt.cksum_error
+        try:
+            prog.ingress(f, pkt)
+        except AssertionFailure as e:
+            self._error(e, port)
+            return
+        pkt.exit = False
+
+        if pkt.clone_session:
+            session = self.mirrors.get(pkt.clone_session & 0xFFFF)
+            if session is not None:
+                g = self._copy_preserving(prog, f, pkt.clone_fl)
+                cp = Pkt(frame)
+                prog.parse(g, cp)
+                g[s["standard_metadata.instance_type"]] = INGRESS_CLONE
+                cp.truncate = session.truncate
+                self._enqueue(prog, session.port, g, cp)
+        if pkt.learn_id:
+            ll = prog.learn_lists.get(pkt.learn_id)
+            if ll is not None:
+                sample = tuple(f[slot] for _, slot, _ in ll.fields)
+                self.digests.learn(pkt.learn_id, sample, time.monotonic())
+        if pkt.resubmit:
+            if passes >= MAX_PASSES:
+                self.stats.errors += 1
+                return
+            g = self._copy_preserving(prog, f, pkt.resubmit)
+            self._ingress(prog, port, frame, g, RESUBMIT, passes + 1)
+            return
+        mgid = f[s["standard_metadata.mcast_grp"]] if "standard_metadata.mcast_grp" in s else 0
+        if mgid:
+            self._replicate(prog, mgid, f, pkt)
+            return
+        egress_spec = f[s["standard_metadata.egress_spec"]]
+        if egress_spec == DROP_PORT:
+            self.stats.dropped += 1
+            return
+        f[s["standard_metadata.instance_type"]] = NORMAL
+        self._enqueue(prog, egress_spec, f, pkt)
+
+    def _copy_preserving(self, prog: Program, f: list[int], field_list: int) -> list[int]:
+        """A fresh field vector keeping only the fields of a clone/resubmit field list."""
+        g = self._template[:]
+        for slot in prog.field_lists.get(field_list, ()):
+            g[slot] = f[slot]
+        return g
+
+    def _replicate(self, prog: Program, mgid: int, f: list[int], pkt: Pkt) -> None:
+        s = prog.slots
+        for port, rid in self.mcast.get(mgid, []):
+            g = f[:]
+            g[s["standard_metadata.instance_type"]] = REPLICATION
+            if "standard_metadata.egress_rid" in s:
+                g[s["standard_metadata.egress_rid"]] = rid
+            cp = Pkt(pkt.data)
+            cp.pos, cp.length, cp.truncate = pkt.pos, pkt.length, pkt.truncate
+            self._enqueue(prog, port, g, cp)
+
+    def _enqueue(self, prog: Program, port: int, f: list[int], pkt: Pkt) -> None:
+        s = prog.slots
+        if "queueing_metadata.enq_timestamp" in s:
+            f[s["queueing_metadata.enq_timestamp"]] = self.now_us() & 0xFFFFFFFF
+            f[s["queueing_metadata.enq_qdepth"]] = self.tm.depth(port)
+        if not self.tm.enqueue(port, (f, pkt), pkt.length, time.monotonic()):
+            self.stats.dropped += 1
+
+    def _egress(self, prog: Program, port: int, f: list[int], pkt: Pkt, left: int) -> None:
+        s = prog.slots
+        now = self.now_us()
+        if "intrinsic_metadata.egress_global_timestamp" in s:
+            f[s["intrinsic_metadata.egress_global_timestamp"]] = now
+        if "queueing_metadata.deq_qdepth" in s:
+            enq = f[s["queueing_metadata.enq_timestamp"]]
+            f[s["queueing_metadata.deq_timedelta"]] = ((now & 0xFFFFFFFF) - enq) & 0xFFFFFFFF
+            f[s["queueing_metadata.deq_qdepth"]] = left
+        f[s["standard_metadata.egress_port"]] = port
+        f[s["standard_metadata.egress_spec"]] = 0
+        f[s["standard_metadata.packet_length"]] = pkt.length
+        try:
+            prog.egress(f, pkt)
+        except AssertionFailure as e:
+            self._error(e, port)
+            return
+        if pkt.clone_session:
+            session = self.mirrors.get(pkt.clone_session & 0xFFFF)
+            if session is not None:
+                # An egress clone keeps the headers; metadata restarts but for the field list.
+                g = f[:]
+                for slot in self._metadata_slots:
+                    g[slot] = self._template[slot]
+                for slot in prog.field_lists.get(pkt.clone_fl, ()):
+                    g[slot] = f[slot]
+                cp = Pkt(pkt.data)
+                cp.pos, cp.length, cp.truncate = pkt.pos, pkt.length, session.truncate
+                g[s["standard_metadata.instance_type"]] = EGRESS_CLONE
+                self._enqueue(prog, session.port, g, cp)
+        if f[s["standard_metadata.egress_spec"]] == DROP_PORT:
+            self.stats.dropped += 1
+            return
+        frame = prog.deparse(f, pkt)
+        if pkt.recirculate:
+            g = self._copy_preserving(prog, f, pkt.recirculate)
+            self._ingress(prog, port, frame, g, RECIRC, 1)
+            return
+        if pkt.truncate and len(frame) > pkt.truncate:
+            frame = frame[: pkt.truncate]
+        self._transmit(port, frame)
+
+    def _transmit(self, port: int, frame: bytes) -> None:
+        if port == self.cpu_port:
+            self.stats.to_cpu += 1
+            if self.packet_in is not None:
+                self.packet_in(frame)
+            return
+        out = self.ports.get(port)
+        if out is None:
+            self.stats.dropped += 1
+            return
+        out.send(frame)
+        self.stats.tx += 1
+        self.stats.per_port_tx[port] = self.stats.per_port_tx.get(port, 0) + 1
+
+    def _error(self, e: BaseException, port: int) -> None:
+        self.stats.errors += 1
+        if self.stats.errors <= 20 or self.stats.errors % 1000 == 0:
+            log.warning("packet from port %d dropped: %s: %s", port, type(e).__name__, e)
+
+    def run_departures(self, now: float) -> None:
+        """Egress every packet whose departure time has come."""
+        prog = self.program
+        for port, (f, pkt), left in self.tm.departures(now):
+            if prog is None:
+                continue
+            try:
+                self._egress(prog, port, f, pkt, left)
+            except Exception as e:
+                self._error(e, port)
+
+    # -- the data-plane loop ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._running = True
+        self._thread = threading.Thread(target=self._loop, name="dataplane", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._running = False
+        self._waker.wake()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for p in self.ports.values():
+            p.close()
+        self._waker.close()
+
+    def _loop(self) -> None:
+        ep = select.epoll()
+        by_fd = {p.fileno(): p for p in self.ports.values()}
+        for fd in by_fd:
+            ep.register(fd, select.EPOLLIN)
+        ep.register(self._waker.fileno(), select.EPOLLIN)
+        lock, injected = self.lock, self._injected
+        try:
+            while self._running:
+                now = time.monotonic()
+                deadlines = [self.tm.next_departure(), self.digests.poll(now)]
+                due = min((d for d in deadlines if d is not None), default=now + 0.05)
+                events = ep.poll(max(0.0, due - now))
+                with lock:
+                    for fd, _ in events:
+                        port = by_fd.get(fd)
+                        if port is None:
+                            self._waker.drain()
+                            continue
+                        for frame in port.receive(RX_BATCH):
+                            self.stats.rx += 1
+                            self.receive(port.number, frame)
+                    while injected:
+                        in_port, frame = injected.popleft()
+                        self.stats.from_cpu += 1
+                        self.receive(in_port, frame)
+                    self.run_departures(time.monotonic())
+        finally:
+            ep.close()

@@ -1,0 +1,155 @@
+"""`python -m ecntune.switch` / `ecntune switch`: simple_switch_grpc's command line, embedded.
+
+    ecntune switch [--device-id N] [-i PORT@IFACE ...] [--thrift-port N] [--log-file F]
+                   [--log-level L] [--log-console] [--pcap [DIR]] (--no-p4 | PROGRAM.json)
+                   [-- --grpc-server-addr HOST:PORT --cpu-port N]
+
+The gRPC server binds 127.0.0.1:9559 unless told otherwise (BMv2 binds all interfaces; a
+switch anyone on the network can reprogram is a poor default on a laptop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+
+DEFAULT_GRPC_ADDR = "127.0.0.1:9559"
+
+
+def _interface(spec: str) -> tuple[int, str]:
+    port, sep, iface = spec.partition("@")
+    if not sep or not port.isdigit() or not iface:
+        raise argparse.ArgumentTypeError(f"expected PORT@IFACE, got {spec!r}")
+    return int(port), iface
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ecntune switch", description="The embedded P4 target (simple_switch_grpc-compatible)."
+    )
+    p.add_argument(
+        "-i",
+        "--interface",
+        type=_interface,
+        action="append",
+        default=[],
+        metavar="PORT@IFACE",
+        help="attach an interface as a port (repeatable)",
+    )
+    p.add_argument("--device-id", type=int, default=0)
+    p.add_argument(
+        "--thrift-port",
+        type=int,
+        default=9090,
+        help="control port for `python -m ecntune.switch.ctl` (queue rate/depth)",
+    )
+    p.add_argument("--log-file", type=Path)
+    p.add_argument("--log-flush", action="store_true", help="accepted for BMv2 compatibility")
+    p.add_argument("--log-console", action="store_true")
+    p.add_argument(
+        "-L",
+        "--log-level",
+        default="warn",
+        choices=["trace", "debug", "info", "warn", "error", "off"],
+    )
+    p.add_argument(
+        "--pcap",
+        nargs="?",
+        const=".",
+        type=Path,
+        metavar="DIR",
+        help="write portN_in.pcap / portN_out.pcap per port",
+    )
+    p.add_argument("--no-p4", action="store_true", help="wait for SetForwardingPipelineConfig")
+    p.add_argument("program", nargs="?", type=Path, help="BMv2 JSON to run at start")
+    p.add_argument("--grpc-server-addr", default=DEFAULT_GRPC_ADDR)
+    p.add_argument("--cpu-port", type=int, default=0, help="0: no packet I/O with the controller")
+    return p
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """simple_switch_grpc puts target options after `--`; accept them on either side."""
+    argv = [a for a in argv if a != "--"]
+    args = parser().parse_args(argv)
+    if args.no_p4 == (args.program is not None):
+        parser().error("give exactly one of --no-p4 or a program JSON")
+    ports = [p for p, _ in args.interface]
+    if len(set(ports)) != len(ports):
+        parser().error("a port number appears twice")
+    if args.cpu_port and args.cpu_port in ports:
+        parser().error(f"the CPU port {args.cpu_port} cannot also be an interface")
+    return args
+
+
+LEVELS = {"trace": 5, "debug": 10, "info": 20, "warn": 30, "error": 40, "off": 100}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    handlers: list[logging.Handler] = []
+    if args.log_file:
+        handlers.append(logging.FileHandler(args.log_file))
+    if args.log_console or not handlers:
+        handlers.append(logging.StreamHandler(sys.stderr))
+    logging.basicConfig(
+        level=LEVELS[args.log_level], handlers=handlers,
+        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s",
+    )  # fmt: skip
+    log = logging.getLogger("ecntune.switch")
+
+    from ecntune.switch import ctl, p4runtime_server
+    from ecntune.switch.compiler import compile_program
+    from ecntune.switch.dataplane import Switch
+    from ecntune.switch.layout import Unsupported
+
+    try:
+        program = compile_program(json.loads(args.program.read_text())) if args.program else None
+    except (OSError, ValueError) as e:
+        if isinstance(e, Unsupported):
+            log.error("cannot run %s: %s", args.program, e)
+        else:
+            log.error("cannot read %s: %s", args.program, e)
+        return 2
+    if args.pcap:
+        args.pcap.mkdir(parents=True, exist_ok=True)
+    try:
+        switch = Switch(dict(args.interface), args.cpu_port or -1, args.device_id, args.pcap)
+    except OSError as e:
+        log.error("%s", e)
+        return 2
+    if program is not None:
+        switch.load(program)
+    try:
+        control = ctl.serve(switch, args.thrift_port)
+        grpc_server = p4runtime_server.serve(switch, args.device_id, args.grpc_server_addr)
+    except OSError as e:
+        log.error("cannot start: %s", e)
+        switch.stop()
+        return 2
+    switch.start()
+    log.warning(
+        "embedded switch %d up: ports %s, P4Runtime on %s, control on 127.0.0.1:%d",
+        args.device_id, dict(args.interface), args.grpc_server_addr, args.thrift_port,
+    )  # fmt: skip
+
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    grpc_server.stop(grace=0.5).wait()
+    control.shutdown()
+    switch.stop()
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "switch", help="run the embedded P4 switch (simple_switch_grpc options)", add_help=False
+    )
+    p.add_argument("switch_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda a: main(a.switch_args))

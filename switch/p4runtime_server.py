@@ -1,0 +1,565 @@
+"""The embedded target's P4Runtime server (gRPC), speaking to any P4Runtime client.
+
+Arbitration follows the specification: controllers open a StreamChannel and announce an
+election id; the highest is primary and alone may Write, set the pipeline and send
+PacketOut; every controller is told who is primary whenever that changes; a duplicate
+election id is refused. PacketIn and DigestList go to the primary. Write applies each
+update in order under the switch lock (CONTINUE_ON_ERROR, as PI does) and reports every
+failure in the status details as p4.v1.Error, one per update.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import queue
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+from finsy.proto import p4r, p4r_grpc, rpc_code, rpc_status
+from google.protobuf import any_pb2
+
+from ecntune.switch.compiler import Program, compile_program
+from ecntune.switch.dataplane import MirrorSession, Switch
+from ecntune.switch.digests import DigestConfig
+from ecntune.switch.layout import Unsupported
+from ecntune.switch.p4info import P4InfoIndex, P4RuntimeError, decode, encode
+from ecntune.switch.tables import ActionCall, EntryError
+
+log = logging.getLogger("ecntune.switch.p4runtime")
+API_VERSION = "1.4.0"
+READ_BATCH = 256
+
+
+def _code(name: str) -> grpc.StatusCode:
+    return getattr(grpc.StatusCode, name, grpc.StatusCode.UNKNOWN)
+
+
+@dataclass
+class Stream:
+    id: int
+    out: queue.Queue = field(default_factory=queue.Queue)
+    election_id: tuple[int, int] | None = None
+    role: str = ""
+    open: bool = True
+
+    def send(self, msg: Any) -> None:
+        if self.open:
+            self.out.put(msg)
+
+    def close(self) -> None:
+        self.open = False
+        self.out.put(None)
+
+
+@dataclass
+class Pipeline:
+    p4info: Any
+    device_config: bytes
+    cookie: int
+    program: Program
+    index: P4InfoIndex
+
+
+class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
+    def __init__(self, switch: Switch, device_id: int) -> None:
+        self.switch, self.device_id = switch, device_id
+        self.pipeline: Pipeline | None = None
+        self.saved: Pipeline | None = None
+        self.streams: dict[int, Stream] = {}
+        self.arbitration = threading.Lock()
+        self._ids = itertools.count(1)
+        switch.packet_in = self._on_packet_in
+        switch.digests.sink = self._on_digest
+
+    # -- arbitration ------------------------------------------------------------------------
+
+    def primary(self) -> Stream | None:
+        with self.arbitration:
+            live = [s for s in self.streams.values() if s.open and s.election_id is not None]
+            return max(live, key=lambda s: s.election_id, default=None)
+
+    def _announce(self) -> None:
+        """Tell every controller who the primary is (spec §5: on every change)."""
+        primary = self.primary()
+        with self.arbitration:
+            streams = [s for s in self.streams.values() if s.open and s.election_id is not None]
+        for s in streams:
+            upd = p4r.MasterArbitrationUpdate(device_id=self.device_id)
+            if primary is not None:
+                upd.election_id.high, upd.election_id.low = primary.election_id
+            if s is primary:
+                upd.status.code = rpc_code.OK
+                upd.status.message = "is primary"
+            else:
+                upd.status.code = rpc_code.ALREADY_EXISTS
+                upd.status.message = "is backup"
+            s.send(p4r.StreamMessageResponse(arbitration=upd))
+
+    def _check_primary(self, device_id: int, election_id: Any) -> None:
+        if device_id != self.device_id:
+            raise P4RuntimeError("NOT_FOUND", f"no device {device_id} (this is {self.device_id})")
+        primary = self.primary()
+        eid = (election_id.high, election_id.low)
+        if primary is None or primary.election_id != eid:
+            raise P4RuntimeError("PERMISSION_DENIED", "not the primary controller")
+
+    def StreamChannel(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:  # noqa: N802
+        stream = Stream(next(self._ids))
+        with self.arbitration:
+            self.streams[stream.id] = stream
+        context.add_callback(stream.close)
+
+        def read() -> None:
+            try:
+                for req in request_iterator:
+                    self._stream_request(stream, req, context)
+            except grpc.RpcError:
+                pass
+            except Exception:
+                log.exception("stream %d: request handling failed", stream.id)
+            finally:
+                stream.close()
+
+        threading.Thread(target=read, name=f"p4rt-stream-{stream.id}", daemon=True).start()
+        try:
+            while True:
+                msg = stream.out.get()
+                if msg is None:
+                    break
+                yield msg
+        finally:
+            was_primary = self.primary() is stream
+            with self.arbitration:
+                self.streams.pop(stream.id, None)
+            if was_primary:
+                self.switch.digests.forget_unacked()
+                self._announce()
+
+    def _stream_request(self, stream: Stream, req: Any, context: Any) -> None:
+        kind = req.WhichOneof("update")
+        if kind == "arbitration":
+            arb = req.arbitration
+            if arb.device_id != self.device_id:
+                context.abort(grpc.StatusCode.NOT_FOUND, f"no device {arb.device_id}")
+            if arb.role.name:
+                context.abort(grpc.StatusCode.UNIMPLEMENTED, "only the default role is supported")
+            eid = (arb.election_id.high, arb.election_id.low)
+            with self.arbitration:
+                taken = any(
+                    s is not stream and s.open and s.election_id == eid
+                    for s in self.streams.values()
+                )
+            if taken:
+                stream.close()
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"election id {eid} is in use")
+            stream.election_id = eid
+            self._announce()
+        elif kind == "packet":
+            try:
+                if stream.election_id is None or self.primary() is not stream:
+                    raise P4RuntimeError("PERMISSION_DENIED", "PacketOut from a non-primary")
+                pipe = self._pipeline()
+                frame = pipe.index.join_packet_out(req.packet.metadata, req.packet.payload)
+                self.switch.inject(frame)
+            except P4RuntimeError as e:
+                err = p4r.StreamError(canonical_code=_code(e.code).value[0], message=str(e))
+                err.packet_out.packet_out.CopyFrom(req.packet)
+                stream.send(p4r.StreamMessageResponse(error=err))
+        elif kind == "digest_ack":
+            pipe = self.pipeline
+            if pipe is not None and req.digest_ack.digest_id in pipe.index.digests:
+                _, ll = pipe.index.digests[req.digest_ack.digest_id]
+                with self.switch.lock:
+                    self.switch.digests.ack(ll.id, req.digest_ack.list_id)
+
+    # -- data-plane notifications (called by the data-plane thread) ---------------------------
+
+    def _on_packet_in(self, frame: bytes) -> None:
+        pipe, primary = self.pipeline, self.primary()
+        if pipe is None or primary is None:
+            return
+        metadata, payload = pipe.index.split_packet_in(frame)
+        primary.send(
+            p4r.StreamMessageResponse(packet=p4r.PacketIn(payload=payload, metadata=metadata))
+        )
+
+    def _on_digest(self, learn_id: int, list_id: int, samples: list[tuple[int, ...]]) -> None:
+        pipe, primary = self.pipeline, self.primary()
+        if pipe is None or primary is None:
+            return
+        found = pipe.index.digest_id_of(learn_id)
+        if found is None:
+            return
+        digest_id, ll = found
+        dl = p4r.DigestList(digest_id=digest_id, list_id=list_id)
+        for sample in samples:
+            struct = p4r.P4StructLike(
+                members=[
+                    p4r.P4Data(bitstring=encode(v, w))
+                    for v, (_, _, w) in zip(sample, ll.fields, strict=True)
+                ]
+            )
+            dl.data.append(p4r.P4Data(struct=struct))
+        primary.send(p4r.StreamMessageResponse(digest=dl))
+
+    # -- pipeline config -----------------------------------------------------------------------
+
+    def _pipeline(self) -> Pipeline:
+        if self.pipeline is None:
+            raise P4RuntimeError("FAILED_PRECONDITION", "no forwarding pipeline configured")
+        return self.pipeline
+
+    def _build(self, config: Any) -> Pipeline:
+        try:
+            doc = json.loads(config.p4_device_config)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise P4RuntimeError(
+                "INVALID_ARGUMENT", f"p4_device_config is not BMv2 JSON: {e}"
+            ) from None
+        try:
+            program = compile_program(doc)
+        except Unsupported as e:
+            raise P4RuntimeError("INVALID_ARGUMENT", f"cannot run this program: {e}") from None
+        index = P4InfoIndex(config.p4info, program)
+        return Pipeline(
+            config.p4info, bytes(config.p4_device_config), config.cookie.cookie, program, index
+        )
+
+    def _commit(self, pipe: Pipeline) -> None:
+        self.switch.load(pipe.program)
+        self.switch.mirrors.clear()
+        self.switch.mcast.clear()
+        self.pipeline = pipe
+
+    def SetForwardingPipelineConfig(self, request: Any, context: Any) -> Any:  # noqa: N802
+        A = p4r.SetForwardingPipelineConfigRequest.Action  # noqa: N806
+        try:
+            self._check_primary(request.device_id, request.election_id)
+            action = request.action
+            if action == A.COMMIT:
+                if self.saved is None:
+                    raise P4RuntimeError("FAILED_PRECONDITION", "nothing saved to commit")
+                self._commit(self.saved)
+                self.saved = None
+            elif action in (
+                A.VERIFY,
+                A.VERIFY_AND_SAVE,
+                A.VERIFY_AND_COMMIT,
+                A.RECONCILE_AND_COMMIT,
+            ):
+                pipe = self._build(request.config)
+                if action == A.VERIFY_AND_SAVE:
+                    self.saved = pipe
+                elif action == A.VERIFY_AND_COMMIT:
+                    self._commit(pipe)
+                elif action == A.RECONCILE_AND_COMMIT:
+                    current = self.pipeline
+                    if current is not None and current.device_config == pipe.device_config:
+                        current.cookie, current.p4info = pipe.cookie, pipe.p4info
+                    else:
+                        self._commit(pipe)
+            else:
+                raise P4RuntimeError("INVALID_ARGUMENT", f"unknown action {action}")
+        except P4RuntimeError as e:
+            context.abort(_code(e.code), str(e))
+        return p4r.SetForwardingPipelineConfigResponse()
+
+    def GetForwardingPipelineConfig(self, request: Any, context: Any) -> Any:  # noqa: N802
+        R = p4r.GetForwardingPipelineConfigRequest.ResponseType  # noqa: N806
+        if request.device_id != self.device_id:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no device {request.device_id}")
+        resp = p4r.GetForwardingPipelineConfigResponse()
+        pipe = self.pipeline
+        if pipe is None:
+            return resp
+        cfg = resp.config
+        cfg.cookie.cookie = pipe.cookie
+        if request.response_type in (R.ALL, R.P4INFO_AND_COOKIE):
+            cfg.p4info.CopyFrom(pipe.p4info)
+        if request.response_type in (R.ALL, R.DEVICE_CONFIG_AND_COOKIE):
+            cfg.p4_device_config = pipe.device_config
+        return resp
+
+    def Capabilities(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return p4r.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
+
+    # -- Write ---------------------------------------------------------------------------------
+
+    def Write(self, request: Any, context: Any) -> Any:  # noqa: N802
+        try:
+            self._check_primary(request.device_id, request.election_id)
+            pipe = self._pipeline()
+            if request.atomicity != p4r.WriteRequest.Atomicity.CONTINUE_ON_ERROR:
+                raise P4RuntimeError("UNIMPLEMENTED", "only CONTINUE_ON_ERROR atomicity")
+        except P4RuntimeError as e:
+            context.abort(_code(e.code), str(e))
+        errors: list[tuple[str, str]] = []
+        with self.switch.lock:
+            for update in request.updates:
+                try:
+                    self._update(pipe, p4r.Update.Type.Name(update.type), update.entity)
+                    errors.append(("OK", ""))
+                except P4RuntimeError as e:
+                    errors.append((e.code, str(e)))
+                except EntryError as e:
+                    errors.append((e.code, str(e)))
+                except Exception as e:  # a malformed request must never take the server down
+                    log.exception("write update failed")
+                    errors.append(("INTERNAL", f"{type(e).__name__}: {e}"))
+        failed = [e for e in errors if e[0] != "OK"]
+        if failed:
+            status = rpc_status.Status(code=rpc_code.UNKNOWN, message=failed[0][1])
+            for code, message in errors:
+                detail = any_pb2.Any()
+                detail.Pack(p4r.Error(canonical_code=_code(code).value[0], message=message))
+                status.details.append(detail)
+            context.set_trailing_metadata(
+                (("grpc-status-details-bin", status.SerializeToString()),)
+            )
+            context.abort(
+                grpc.StatusCode.UNKNOWN,
+                f"{len(failed)} of {len(errors)} updates failed: {failed[0][1]}",
+            )
+        return p4r.WriteResponse()
+
+    def _update(self, pipe: Pipeline, kind: str, entity: Any) -> None:
+        if kind == "UNSPECIFIED":
+            raise P4RuntimeError("INVALID_ARGUMENT", "update type unspecified")
+        index = pipe.index
+        which = entity.WhichOneof("entity")
+        if which == "table_entry":
+            index.write_table_entry(kind, entity.table_entry)
+        elif which == "action_profile_member":
+            m = entity.action_profile_member
+            profile = self._profile(index, m.action_profile_id)
+            if kind == "DELETE":
+                profile.delete_member(m.member_id)
+                return
+            call = index.action_call(None, m.action, False)
+            if kind == "INSERT":
+                profile.add_member(m.member_id, call.action_id, call.data)
+            else:
+                profile.modify_member(m.member_id, call.action_id, call.data)
+        elif which == "action_profile_group":
+            g = entity.action_profile_group
+            profile = self._profile(index, g.action_profile_id)
+            if kind == "DELETE":
+                profile.delete_group(g.group_id)
+                return
+            if any(m.weight > 1 for m in g.members):
+                raise P4RuntimeError("UNIMPLEMENTED", "member weights above 1")
+            if g.max_size and len(g.members) > g.max_size:
+                raise P4RuntimeError("RESOURCE_EXHAUSTED", "more members than the group's max_size")
+            profile.set_group(g.group_id, [m.member_id for m in g.members], create=kind == "INSERT")
+        elif which in ("counter_entry", "register_entry", "meter_entry", "direct_counter_entry",
+                       "value_set_entry"):  # fmt: skip
+            if kind != "MODIFY":
+                raise P4RuntimeError("INVALID_ARGUMENT", f"{which} only supports MODIFY")
+            if which == "counter_entry":
+                index.write_counter(entity.counter_entry)
+            elif which == "register_entry":
+                index.write_register(entity.register_entry)
+            elif which == "meter_entry":
+                index.write_meter(entity.meter_entry)
+            elif which == "direct_counter_entry":
+                _, entry = index.direct_counter_table(entity.direct_counter_entry)
+                d = entity.direct_counter_entry.data
+                entry.bytes, entry.packets = d.byte_count, d.packet_count
+            else:
+                self._write_value_set(pipe, entity.value_set_entry)
+        elif which == "digest_entry":
+            d = entity.digest_entry
+            _, ll = index.digest(d.digest_id)
+            if kind == "DELETE":
+                self.switch.digests.configure(ll.id, None)
+                return
+            exists = self.switch.digests.config(ll.id) is not None
+            if kind == "INSERT" and exists:
+                raise P4RuntimeError("ALREADY_EXISTS", f"digest {d.digest_id} is configured")
+            if kind == "MODIFY" and not exists:
+                raise P4RuntimeError("NOT_FOUND", f"digest {d.digest_id} is not configured")
+            c = d.config
+            self.switch.digests.configure(
+                ll.id, DigestConfig(c.max_timeout_ns, c.max_list_size, c.ack_timeout_ns)
+            )
+        elif which == "packet_replication_engine_entry":
+            self._write_pre(kind, entity.packet_replication_engine_entry)
+        else:
+            raise P4RuntimeError("UNIMPLEMENTED", f"writing {which}")
+
+    @staticmethod
+    def _profile(index: P4InfoIndex, profile_id: int) -> Any:
+        try:
+            return index.profiles[profile_id]
+        except KeyError:
+            raise P4RuntimeError("NOT_FOUND", f"no action profile with id {profile_id}") from None
+
+    @staticmethod
+    def _replica_port(r: Any) -> int:
+        return decode(r.port, 32, "replica port") if r.port else r.egress_port
+
+    def _write_pre(self, kind: str, pre: Any) -> None:
+        which = pre.WhichOneof("type")
+        if which == "multicast_group_entry":
+            g = pre.multicast_group_entry
+            exists = g.multicast_group_id in self.switch.mcast
+            self._check_exists(kind, exists, f"multicast group {g.multicast_group_id}")
+            if kind == "DELETE":
+                del self.switch.mcast[g.multicast_group_id]
+            else:
+                self.switch.mcast[g.multicast_group_id] = [
+                    (self._replica_port(r), r.instance) for r in g.replicas
+                ]
+        elif which == "clone_session_entry":
+            c = pre.clone_session_entry
+            exists = c.session_id in self.switch.mirrors
+            self._check_exists(kind, exists, f"clone session {c.session_id}")
+            if kind == "DELETE":
+                del self.switch.mirrors[c.session_id]
+            else:
+                if len(c.replicas) != 1:
+                    raise P4RuntimeError(
+                        "UNIMPLEMENTED", "clone sessions with other than 1 replica"
+                    )
+                port = self._replica_port(c.replicas[0])
+                self.switch.mirrors[c.session_id] = MirrorSession(port, c.packet_length_bytes)
+        else:
+            raise P4RuntimeError("INVALID_ARGUMENT", "empty packet replication entry")
+
+    @staticmethod
+    def _check_exists(kind: str, exists: bool, what: str) -> None:
+        if kind == "INSERT" and exists:
+            raise P4RuntimeError("ALREADY_EXISTS", f"{what} exists")
+        if kind in ("MODIFY", "DELETE") and not exists:
+            raise P4RuntimeError("NOT_FOUND", f"{what} does not exist")
+
+    def _write_value_set(self, pipe: Pipeline, vse: Any) -> None:
+        vs = pipe.index.value_sets.get(vse.value_set_id)
+        if vs is None:
+            raise P4RuntimeError("NOT_FOUND", f"no value set with id {vse.value_set_id}")
+        if vs.size and len(vse.members) > vs.size:
+            raise P4RuntimeError("RESOURCE_EXHAUSTED", f"value set {vs.preamble.name} is full")
+        members = []
+        for member in vse.members:
+            value = mask = 0
+            by_id = {m.field_id: m for m in member.match}
+            for fdef in vs.match:
+                w = fdef.bitwidth
+                pad = (w + 7) // 8 * 8
+                m = by_id.get(fdef.id)
+                v, k = 0, 0
+                if m is not None and m.HasField("exact"):
+                    v, k = decode(m.exact.value, w, fdef.name), (1 << w) - 1
+                elif m is not None and m.HasField("ternary"):
+                    v, k = (
+                        decode(m.ternary.value, w, fdef.name),
+                        decode(m.ternary.mask, w, fdef.name),
+                    )
+                value, mask = (value << pad) | v, (mask << pad) | k
+            members.append((value, mask))
+        target = pipe.program.value_sets.get(vs.preamble.name)
+        if target is None:
+            raise P4RuntimeError("NOT_FOUND", f"value set {vs.preamble.name} not in the program")
+        target[:] = members
+
+    # -- Read ------------------------------------------------------------------------------------
+
+    def Read(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802
+        try:
+            if request.device_id != self.device_id:
+                raise P4RuntimeError("NOT_FOUND", f"no device {request.device_id}")
+            pipe = self._pipeline()
+            with self.switch.lock:
+                entities = [e for entity in request.entities for e in self._read(pipe, entity)]
+        except (P4RuntimeError, EntryError) as e:
+            context.abort(_code(e.code), str(e))
+        for i in range(0, max(len(entities), 1), READ_BATCH):
+            yield p4r.ReadResponse(entities=entities[i : i + READ_BATCH])
+
+    def _read(self, pipe: Pipeline, entity: Any) -> Iterator[Any]:
+        index = pipe.index
+        which = entity.WhichOneof("entity")
+        if which == "table_entry":
+            for te in index.read_table_entries(entity.table_entry):
+                yield p4r.Entity(table_entry=te)
+        elif which == "action_profile_member":
+            q = entity.action_profile_member
+            for pid, profile in index.profiles.items():
+                if q.action_profile_id and pid != q.action_profile_id:
+                    continue
+                for mid, (aid, data, _) in profile.members.items():
+                    if q.member_id and mid != q.member_id:
+                        continue
+                    m = p4r.ActionProfileMember(action_profile_id=pid, member_id=mid)
+                    m.action.CopyFrom(index.action(ActionCall(aid, data)))
+                    yield p4r.Entity(action_profile_member=m)
+        elif which == "action_profile_group":
+            q = entity.action_profile_group
+            for pid, profile in index.profiles.items():
+                if q.action_profile_id and pid != q.action_profile_id:
+                    continue
+                for gid, members in profile.groups.items():
+                    if q.group_id and gid != q.group_id:
+                        continue
+                    g = p4r.ActionProfileGroup(action_profile_id=pid, group_id=gid)
+                    g.members.extend(
+                        p4r.ActionProfileGroup.Member(member_id=m, weight=1) for m in members
+                    )
+                    yield p4r.Entity(action_profile_group=g)
+        elif which == "counter_entry":
+            for ce in index.read_counters(entity.counter_entry):
+                yield p4r.Entity(counter_entry=ce)
+        elif which == "register_entry":
+            for re in index.read_registers(entity.register_entry):
+                yield p4r.Entity(register_entry=re)
+        elif which == "meter_entry":
+            for me in index.read_meters(entity.meter_entry):
+                yield p4r.Entity(meter_entry=me)
+        elif which == "direct_counter_entry":
+            tm, entry = index.direct_counter_table(entity.direct_counter_entry)
+            dce = p4r.DirectCounterEntry(table_entry=index.table_entry(tm, entry))
+            dce.data.byte_count, dce.data.packet_count = entry.bytes, entry.packets
+            yield p4r.Entity(direct_counter_entry=dce)
+        elif which == "digest_entry":
+            q = entity.digest_entry
+            for did, (_, ll) in index.digests.items():
+                cfg = self.switch.digests.config(ll.id)
+                if cfg is None or (q.digest_id and did != q.digest_id):
+                    continue
+                d = p4r.DigestEntry(digest_id=did)
+                d.config.max_timeout_ns = cfg.max_timeout_ns
+                d.config.max_list_size = cfg.max_list_size
+                d.config.ack_timeout_ns = cfg.ack_timeout_ns
+                yield p4r.Entity(digest_entry=d)
+        elif which == "packet_replication_engine_entry":
+            pre = entity.packet_replication_engine_entry
+            if pre.WhichOneof("type") == "clone_session_entry":
+                for sid, s in self.switch.mirrors.items():
+                    c = p4r.CloneSessionEntry(session_id=sid, packet_length_bytes=s.truncate)
+                    c.replicas.append(p4r.Replica(port=encode(s.port, 32), instance=0))
+                    yield p4r.Entity(packet_replication_engine_entry={"clone_session_entry": c})
+            else:
+                for gid, replicas in self.switch.mcast.items():
+                    g = p4r.MulticastGroupEntry(multicast_group_id=gid)
+                    g.replicas.extend(
+                        p4r.Replica(port=encode(p, 32), instance=r) for p, r in replicas
+                    )
+                    yield p4r.Entity(packet_replication_engine_entry={"multicast_group_entry": g})
+        else:
+            raise P4RuntimeError("UNIMPLEMENTED", f"reading {which}")
+
+
+def serve(switch: Switch, device_id: int, address: str) -> grpc.Server:
+    """Start the gRPC server (the caller keeps the returned server alive and stops it)."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="p4rt"))
+    p4r_grpc.add_P4RuntimeServicer_to_server(P4RuntimeService(switch, device_id), server)
+    if server.add_insecure_port(address) == 0:
+        raise OSError(f"cannot listen on {address}")
+    server.start()
+    return server
