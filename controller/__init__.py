@@ -1,1 +1,16 @@
-"""The P4Runtime controller: telemetry digests in, ECN thresholds out, one agent per switch."""
+"""The P4Runtime controller: telemetry digests in, ECN thresholds out, one agent per switch.
+
+config.py      the configuration file and its validation
+forwarding.py  routes, ECMP groups and MAC rewrites from the shared topology
+loop.py        the control loop of one switch (telemetry -> policy -> thresholds)
+safety.py      telemetry checks, clamping, the fallback state machine
+app.py         finsy switches, write paths, the background runner the demo uses
+cli.py         `ecntune controller --config FILE`
+"""
+
+
+def control_plane(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """ecntune.controller.app.control_plane, imported on first use (finsy and JAX are heavy)."""
+    from ecntune.controller.app import control_plane as run
+
+    return run(*args, **kwargs)

@@ -15,6 +15,8 @@ import sys
 SUBCOMMAND_MODULES = [
     "ecntune.doctor",
     "ecntune.switch.main",
+    "ecntune.ptf_runner",
+    "ecntune.controller.cli",
     "ecntune.fabric.cleanup",
     "ecntune.fabric.commands",
     "ecntune.fabric.demo",

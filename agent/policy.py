@@ -1,0 +1,54 @@
+"""The interface between agents and whoever runs them (the controller, the simulator).
+
+A policy sees, for one switch, the last k intervals of every port's telemetry (fields of
+shape (k, ports), oldest first) and answers one ECN setting per port. Learning policies
+additionally accept the outcome of their last decision (`observe`) and can be saved and
+restored, so a restarted controller resumes where it stopped.
+
+    load_policy("static:secn1")          a static baseline (agent/static.py)
+    load_policy("acc:path/to/ckpt")      a DDQN agent (agent/ddqn.py)
+    load_policy("pet:path/to/ckpt")      an IPPO agent (agent/ippo.py)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from ecntune.agent.static import StaticPolicy
+from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+
+
+@runtime_checkable
+class Policy(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def act(self, history: PortTelemetry) -> EcnThresholds: ...
+
+
+@runtime_checkable
+class LearningPolicy(Policy, Protocol):
+    def observe(self, history: PortTelemetry, reward: object) -> None:
+        """The telemetry (and reward) that followed the last act(): one learning step."""
+
+    def save(self, path: Path) -> None: ...
+
+
+LEARNED_KINDS: dict[str, str] = {}  # "acc" -> module that provides load(path) (filled as they land)
+
+
+def load_policy(spec: str) -> Policy:
+    """A policy from 'kind:argument' (see the module docstring)."""
+    kind, sep, arg = spec.partition(":")
+    if not sep or not arg:
+        raise ValueError(
+            f"policy must look like 'static:secn1' or 'acc:<checkpoint>', got {spec!r}"
+        )
+    if kind == "static":
+        return StaticPolicy(arg)
+    if kind in LEARNED_KINDS:
+        import importlib
+
+        return importlib.import_module(LEARNED_KINDS[kind]).load(Path(arg))
+    raise ValueError(f"unknown policy kind {kind!r} (known: static, {', '.join(LEARNED_KINDS)})")

@@ -1,0 +1,239 @@
+"""The controller application: finsy switches, each running its SwitchLoop (loop.py).
+
+finsy does the P4Runtime plumbing (arbitration, reconnect with backoff, pipeline push when
+the device's cookie differs). Every time a switch becomes ready — first start, or after
+it restarted — `_ready` installs forwarding from the topology, the telemetry interval,
+the digest subscription and the thresholds the loop last decided, then starts the digest
+reader and the decision ticker. Thresholds are written as RegisterEntry where the target
+implements it and as an OP_SET_ECN PacketOut otherwise (BMv2); `write_path: auto` finds
+out with the first write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import finsy as fy
+from finsy.p4client import P4ClientError
+
+from ecntune.agent.policy import LearningPolicy, load_policy
+from ecntune.controller.config import ControllerConfig
+from ecntune.controller.forwarding import forwarding_entities
+from ecntune.controller.loop import SwitchLoop
+from ecntune.controller.safety import Guard
+from ecntune.p4src import PROGRAM
+from ecntune.p4src import encoding as enc
+from ecntune.targets import SwitchSpec
+from ecntune.topology import Topology
+
+log = logging.getLogger("ecntune.controller")
+
+UNIMPLEMENTED = 12  # google.rpc.Code
+
+
+class TelemetryLog:
+    """The JSONL stream of per-port telemetry, actions and rewards (read by demo and plots)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.f: TextIO | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.f = open(path, "a")  # noqa: SIM115 - lives as long as the controller
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        if self.f is not None:
+            self.f.writelines(json.dumps(r) + "\n" for r in rows)
+            self.f.flush()
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+
+
+class SwitchRunner:
+    """One switch: its finsy connection, its loop, its write path."""
+
+    def __init__(self, name: str, config: ControllerConfig, log_: TelemetryLog) -> None:
+        self.name, self.config, self.log = name, config, log_
+        topo = config.topology
+        ports = {p: topo.port_bw(name, p) for _, p in topo.ports(name)}
+        self.policy = load_policy(config.policy)
+        self.loop = SwitchLoop(
+            name, ports, self.policy, load_policy(config.fallback),
+            interval_s=config.interval_s, buffer_bytes=config.buffer_bytes,
+            guard=Guard(config.fallback_after, config.baseline_intervals),
+            reward=config.reward, min_write_interval_s=config.min_write_interval_s,
+        )  # fmt: skip
+        self.write_path = config.write_path
+        self.ready = asyncio.Event()
+        self.acks: asyncio.Queue[float] = asyncio.Queue()
+        self.switch = fy.Switch(
+            name,
+            config.address(name),
+            fy.SwitchOptions(
+                p4info=PROGRAM.p4info_path,
+                p4blob=PROGRAM.json_path,
+                device_id=topo.switches[name].device_id,
+                initial_election_id=config.election_id,
+                ready_handler=self._ready,
+            ),
+        )
+
+    async def _ready(self, sw: fy.Switch) -> None:
+        await sw.delete_all()
+        await sw.insert(forwarding_entities(self.config.topology, self.name))
+        await sw.write(
+            [self._control(enc.OP_SET_INTERVAL, enc.interval_payload(self.config.interval_s))]
+        )
+        await sw.insert(
+            [
+                fy.P4DigestEntry(
+                    enc.DIGEST,
+                    max_list_size=64,
+                    max_timeout_ns=1_000_000,
+                    ack_timeout_ns=1_000_000_000,
+                )
+            ]
+        )
+        await self.write_thresholds(self.loop.current())
+        sw.create_task(self._read_digests(sw), name=f"{self.name}-digests")
+        sw.create_task(self._read_packets(sw), name=f"{self.name}-packets")
+        sw.create_task(self._tick(sw), name=f"{self.name}-tick")
+        self.ready.set()
+        log.info("%s ready (forwarding installed, %s)", self.name, self.policy.name)
+
+    @staticmethod
+    def _control(opcode: int, payload: bytes) -> fy.P4PacketOut:
+        return fy.P4PacketOut(payload, egress_port=0, opcode=opcode, reserved=0)
+
+    async def _read_digests(self, sw: fy.Switch) -> None:
+        async for digest_list in sw.read_digests(enc.DIGEST):
+            for sample in digest_list:
+                self.loop.on_digest(sample)
+            await sw.write([digest_list.ack()])
+
+    async def _read_packets(self, sw: fy.Switch) -> None:
+        async for packet in sw.read_packets():
+            if packet["reason"] == enc.REASON_CONFIG_ACK:
+                self.acks.put_nowait(time.monotonic())
+
+    async def _tick(self, sw: fy.Switch) -> None:
+        interval = self.config.interval_s
+        next_at = time.monotonic() + interval
+        while True:
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            next_at += interval
+            decision = self.loop.tick(time.time())
+            await self.write_thresholds(decision.writes)
+            self.log.write(decision.rows)
+            self._checkpoint()
+
+    def _checkpoint(self, every: int = 100) -> None:
+        """Learning agents are saved (atomically, by their save) every `every` intervals."""
+        where = self.config.checkpoint_dir
+        due = self.loop.guard.intervals % every == 0
+        if where and due and isinstance(self.policy, LearningPolicy):
+            self.policy.save(where / self.name)
+
+    async def write_thresholds(self, writes: list[tuple[int, enc.EcnRegisters]]) -> None:
+        if not writes:
+            return
+        if self.write_path in ("auto", "register"):
+            try:
+                await self.switch.modify(
+                    [
+                        fy.P4RegisterEntry(name, index=port, data=value)
+                        for port, regs in writes
+                        for name, value in regs.as_dict().items()
+                    ]
+                )
+                self.write_path = "register"
+                return
+            except P4ClientError as e:
+                if self.write_path == "register" or not _unimplemented(e):
+                    raise
+                log.info("%s: no RegisterEntry support; thresholds go by PacketOut", self.name)
+                self.write_path = "packet_out"
+        await self.switch.write(
+            [self._control(enc.OP_SET_ECN, enc.ecn_config_payload(p, r)) for p, r in writes]
+        )
+
+
+def _unimplemented(e: P4ClientError) -> bool:
+    codes = {d.canonical_code for d in e.details.values()} | {e.code.value}
+    return UNIMPLEMENTED in codes or "not supported" in str(e).lower()
+
+
+class Controller:
+    def __init__(self, config: ControllerConfig) -> None:
+        self.config = config
+        self.log = TelemetryLog(config.telemetry_log)
+        self.runners = {n: SwitchRunner(n, config, self.log) for n in config.topology.switches}
+
+    async def run(self, started: threading.Event | None = None) -> None:
+        controller = fy.Controller([r.switch for r in self.runners.values()])
+        async with controller:
+            await asyncio.gather(*(r.ready.wait() for r in self.runners.values()))
+            if started is not None:
+                started.set()
+            await asyncio.Event().wait()  # until cancelled
+
+    def close(self) -> None:
+        self.log.close()
+
+
+@contextlib.contextmanager
+def run_in_background(config: ControllerConfig, timeout_s: float = 60.0) -> Iterator[Controller]:
+    """Run a controller in its own thread and event loop while the block runs."""
+    controller = Controller(config)
+    started = threading.Event()
+    loop = asyncio.new_event_loop()
+    task: asyncio.Task | None = None
+    failure: list[BaseException] = []
+
+    def main() -> None:
+        nonlocal task
+        asyncio.set_event_loop(loop)
+        task = loop.create_task(controller.run(started))
+        try:
+            loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            pass
+        except BaseException as e:
+            failure.append(e)
+            started.set()
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=main, name="controller", daemon=True)
+    thread.start()
+    try:
+        if not started.wait(timeout_s) or failure:
+            raise RuntimeError(
+                f"controller did not get ready: {failure[0] if failure else 'timeout'}"
+            )
+        yield controller
+    finally:
+        if task is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(task.cancel)
+        thread.join(timeout=10)
+        controller.close()
+
+
+def control_plane(
+    topology: Topology, specs: dict[str, SwitchSpec], policy: str, telemetry_log: Path | None
+) -> contextlib.AbstractContextManager[Controller]:
+    """The demo's hook: a controller for a running fabric, with one policy, logging telemetry."""
+    switches = {name: spec.grpc_addr for name, spec in specs.items()}
+    config = ControllerConfig(
+        topology=topology, policy=policy, switches=switches, telemetry_log=telemetry_log
+    )
+    return run_in_background(config)

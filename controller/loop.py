@@ -1,0 +1,218 @@
+"""The control loop of one switch, read top to bottom:
+
+    digest -> PortTelemetry (p4src/encoding.py)  -> checked (safety.check_telemetry)
+    every interval, for all ports at once:
+      history of k intervals -> policy.act (agent/policy.py; features inside the agent)
+      -> EcnThresholds -> clamp + rate limit (safety.py) -> register values (encoding.py)
+      -> written by the I/O layer (app.py) -> confirmed by the next digests
+
+No I/O happens here: app.py feeds digests in and writes what `tick` returns, so this
+logic is tested without a switch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ecntune.agent.features import HISTORY
+from ecntune.agent.policy import LearningPolicy, Policy
+from ecntune.agent.rewards import acc_reward, pet_reward
+from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.controller.safety import Guard, check_telemetry, clamp
+from ecntune.p4src import encoding as enc
+
+log = logging.getLogger("ecntune.controller")
+
+CONFIRM_WITHIN = 3  # digests after a write that may still show the old setting
+REWARDS = {"acc": acc_reward, "pet": pet_reward}
+
+
+@dataclass
+class PortState:
+    link_bps: float
+    history: deque[PortTelemetry] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    arrived: list[PortTelemetry] = field(default_factory=list)
+    written: enc.EcnRegisters | None = None
+    written_at: float = -1e9
+    mismatches: int = 0
+    confirmed: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    writes: list[tuple[int, enc.EcnRegisters]]
+    rows: list[dict[str, Any]]
+    reward: float | None
+
+
+def _sum(records: list[PortTelemetry]) -> PortTelemetry:
+    """Several digests of one port within one decision interval, as one interval."""
+    if len(records) == 1:
+        return records[0]
+    last = records[-1]
+    add = {f: sum(getattr(r, f) for r in records) for f in PortTelemetry._fields}
+    return last._replace(
+        interval_s=add["interval_s"], tx_bytes=add["tx_bytes"], tx_pkts=add["tx_pkts"],
+        marked_bytes=add["marked_bytes"], marked_pkts=add["marked_pkts"],
+        qdepth_sum_bytes=add["qdepth_sum_bytes"], qdepth_samples=add["qdepth_samples"],
+        qdepth_max_bytes=max(r.qdepth_max_bytes for r in records),
+        senders=max(r.senders for r in records), elephant_bytes=add["elephant_bytes"],
+    )  # fmt: skip
+
+
+class SwitchLoop:
+    def __init__(
+        self,
+        switch: str,
+        ports: Mapping[int, float],
+        policy: Policy,
+        fallback: Policy,
+        *,
+        interval_s: float,
+        buffer_bytes: float,
+        guard: Guard,
+        reward: str = "acc",
+        min_write_interval_s: float = 0.0,
+    ) -> None:
+        self.switch, self.policy, self.fallback = switch, policy, fallback
+        self.ports = {p: PortState(bw) for p, bw in sorted(ports.items())}
+        self.interval_s, self.buffer_bytes = interval_s, buffer_bytes
+        self.guard, self.reward_fn = guard, REWARDS[reward]
+        self.min_write_interval_s = min_write_interval_s
+        self.unconfirmed_writes = 0
+
+    # -- telemetry in ----------------------------------------------------------------------
+
+    def on_digest(self, fields: Mapping[str, int]) -> None:
+        """One digest as the switch sent it; bogus data benches the agent, never raises."""
+        try:
+            port = int(fields["port"])
+            state = self.ports.get(port)
+            port, t = enc.decode_digest(fields, state.link_bps if state else 0.0)
+        except (KeyError, ValueError, TypeError) as e:
+            self.guard.fall_back(f"{self.switch}: undecodable digest ({e})")
+            return
+        problem = check_telemetry(t, set(self.ports), port)
+        if problem:
+            self.guard.fall_back(f"{self.switch}: bogus telemetry: {problem}")
+            return
+        state.arrived.append(t)
+        self._confirm(port, state, fields)
+
+    def _confirm(self, port: int, state: PortState, fields: Mapping[str, int]) -> None:
+        if state.written is None or state.confirmed:
+            return
+        w = state.written
+        if (fields["kmin"], fields["kmax"], fields["pmax"]) == (w.kmin, w.kmax, w.pmax_bp):
+            state.confirmed, state.mismatches = True, 0
+            return
+        state.mismatches += 1
+        if state.mismatches > CONFIRM_WITHIN:
+            log.error(
+                "%s port %d: threshold write not in effect after %d digests; rewriting",
+                self.switch, port, state.mismatches,
+            )  # fmt: skip
+            self.unconfirmed_writes += 1
+            state.written, state.mismatches = None, 0
+
+    # -- one decision for all ports ----------------------------------------------------------
+
+    def tick(self, now: float) -> Decision:
+        latest: dict[int, PortTelemetry] = {}
+        for port, s in self.ports.items():
+            if s.arrived:
+                latest[port] = _sum(s.arrived)
+                s.arrived = []
+            else:
+                latest[port] = self._idle(s)
+            s.history.append(latest[port])
+        history = self._history()
+
+        use_agent = self.guard.agent_active
+        try:
+            th = (self.policy if use_agent else self.fallback).act(history)
+            th = clamp(th, self.buffer_bytes)
+        except Exception as e:
+            self.guard.fall_back(
+                f"{self.switch}: {self.policy.name} failed: {type(e).__name__}: {e}"
+            )
+            use_agent = False
+            th = clamp(self.fallback.act(history), self.buffer_bytes)
+
+        rewards = np.asarray(self.reward_fn(self._stack(list(latest.values()))))
+        active = [i for i, t in enumerate(latest.values()) if t.tx_pkts > 0]
+        reward = float(np.mean(rewards[active])) if active else None
+        self.guard.record(reward)
+        if use_agent and isinstance(self.policy, LearningPolicy):
+            try:
+                self.policy.observe(history, rewards)
+            except Exception as e:
+                self.guard.fall_back(f"{self.switch}: {self.policy.name} failed to learn: {e}")
+
+        writes, rows = [], []
+        for i, (port, s) in enumerate(self.ports.items()):
+            regs = enc.encode_thresholds(float(th[0][i]), float(th[1][i]), float(th[2][i]))
+            due = now - s.written_at >= self.min_write_interval_s
+            if regs != s.written and due:
+                writes.append((port, regs))
+                s.written, s.written_at, s.confirmed, s.mismatches = regs, now, False, 0
+            rows.append(self._row(now, port, latest[port], s, float(rewards[i]), use_agent))
+        return Decision(writes, rows, reward)
+
+    def current(self) -> list[tuple[int, enc.EcnRegisters]]:
+        """What every port should hold now (re-sent after a switch restart)."""
+        return [(p, s.written) for p, s in self.ports.items() if s.written is not None]
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _idle(self, s: PortState) -> PortTelemetry:
+        """An interval without a digest: the port sent nothing (digests only come with traffic)."""
+        w = s.written or enc.EcnRegisters(0, 0, 0, 0)
+        zero = 0.0
+        return PortTelemetry(
+            self.interval_s, s.link_bps, zero, zero, zero, zero, zero, zero, zero,
+            float(w.kmin), float(w.kmax), w.pmax_bp / enc.PMAX_SCALE, zero, zero,
+        )  # fmt: skip
+
+    def _history(self) -> PortTelemetry:
+        """Fields of shape (k, ports), oldest first; short histories repeat their oldest."""
+        per_step = []
+        for k in range(HISTORY):
+            step = []
+            for s in self.ports.values():
+                h = list(s.history)
+                step.append(h[max(0, len(h) - HISTORY + k)])
+            per_step.append(self._stack(step))
+        return PortTelemetry(*(np.stack(col) for col in zip(*per_step, strict=True)))
+
+    @staticmethod
+    def _stack(records: list[PortTelemetry]) -> PortTelemetry:
+        return PortTelemetry(
+            *(np.asarray(col, dtype=np.float64) for col in zip(*records, strict=True))
+        )
+
+    def _row(
+        self, now: float, port: int, t: PortTelemetry, s: PortState, reward: float, agent: bool
+    ) -> dict[str, Any]:
+        row = {"t": now, "switch": self.switch, "port": port}
+        row.update({k: float(v) for k, v in t._asdict().items()})
+        w = s.written
+        row.update(
+            policy=self.policy.name if agent else self.fallback.name,
+            mode=self.guard.mode,
+            reward=reward,
+            set_kmin=w.kmin if w else None,
+            set_kmax=w.kmax if w else None,
+            set_pmax=w.pmax_bp / enc.PMAX_SCALE if w else None,
+        )
+        return row
+
+
+def thresholds_of(regs: enc.EcnRegisters) -> EcnThresholds:
+    return enc.decode_thresholds(regs.kmin, regs.kmax, regs.pmax_bp)
