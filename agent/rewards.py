@@ -30,7 +30,7 @@ THROUGHPUT_FIRST = RewardWeights(throughput=0.7, delay=0.3)  # the papers' DataM
 
 def queue_step(mean_queue: Array, alpha: Array, levels: int = 10) -> Array:
     """ACC's D(L): 1 for L ≤ α, then one tenth less per doubling of L, 0 past E(levels-1)."""
-    edges = alpha * (2.0 ** jnp.arange(levels))  # E(0..9)
+    edges = jnp.asarray(alpha)[..., None] * 2.0 ** jnp.arange(levels)  # E(0..9) per port
     n = jnp.sum(jnp.asarray(mean_queue)[..., None] > edges, axis=-1)
     return 1.0 - n / levels
 

@@ -65,6 +65,10 @@ class Guard:
     below: int = 0
     history: list[tuple[str, str]] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        if self.baseline_intervals == 0 and self.mode == "baseline":
+            self.mode = "agent"
+
     @property
     def agent_active(self) -> bool:
         return self.mode == "agent"

@@ -1,0 +1,148 @@
+"""The control loop's logic without a switch: decisions, confirmation, safety, fallback, config."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from ecntune.agent.static import StaticPolicy
+from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.controller.config import ConfigError, ControllerConfig
+from ecntune.controller.loop import SwitchLoop
+from ecntune.controller.safety import Guard, clamp
+from ecntune.p4src import encoding as enc
+from ecntune.topology import preset
+
+BW = 20e6
+INTERVAL = 0.1
+
+
+def digest(port: int = 1, regs: enc.EcnRegisters | None = None, **kw: int) -> dict[str, int]:
+    regs = regs or enc.EcnRegisters(0, 0, 0, 0)
+    d = dict.fromkeys(enc.DIGEST_FIELDS, 0)
+    d.update(port=port, interval_us=int(INTERVAL * 1e6), tx_bytes=100_000, tx_pkts=70,
+             qdepth_sum_bytes=70 * 3000, qdepth_samples=70, kmin=regs.kmin, kmax=regs.kmax,
+             pmax=regs.pmax_bp)  # fmt: skip
+    d.update(kw)
+    return d
+
+
+@dataclass
+class Scripted:
+    """A test policy: returns what it is told, or raises."""
+
+    out: EcnThresholds | Exception
+    name: str = "scripted"
+
+    def act(self, history: PortTelemetry) -> EcnThresholds:
+        assert history.tx_bytes.shape == (3, 2)  # k intervals x ports, oldest first
+        if isinstance(self.out, Exception):
+            raise self.out
+        return self.out
+
+
+def make_loop(policy, baseline_intervals=0, fallback_after=3) -> SwitchLoop:
+    return SwitchLoop(
+        "s1", {1: BW, 2: BW}, policy, StaticPolicy("secn1"), interval_s=INTERVAL,
+        buffer_bytes=96_000, guard=Guard(fallback_after, baseline_intervals),
+    )  # fmt: skip
+
+
+def agent_out(kmin=3000.0, kmax=30000.0, pmax=0.1) -> EcnThresholds:
+    return EcnThresholds(np.array([kmin] * 2), np.array([kmax] * 2), np.array([pmax] * 2))
+
+
+def test_first_tick_writes_every_port_then_only_changes():
+    loop = make_loop(Scripted(agent_out()))
+    d = loop.tick(0.0)
+    assert [p for p, _ in d.writes] == [1, 2]
+    assert d.writes[0][1] == enc.encode_thresholds(3000, 30000, 0.1)
+    assert loop.tick(0.1).writes == []
+    assert len(d.rows) == 2
+    assert d.rows[0]["policy"] == "scripted"
+
+
+def test_telemetry_feeds_the_history_and_idle_ports_get_zero_intervals():
+    loop = make_loop(Scripted(agent_out()))
+    loop.on_digest(digest(1))
+    loop.on_digest(digest(1))  # two digests in one decision interval add up
+    rows = loop.tick(0.0).rows
+    assert rows[0]["tx_bytes"] == 200_000
+    assert rows[0]["interval_s"] == pytest.approx(2 * INTERVAL)
+    assert rows[1]["tx_bytes"] == 0
+    assert rows[1]["interval_s"] == INTERVAL
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [(dict(interval_us=0), "interval"), (dict(tx_bytes=2**32 - 1), "exceeds the link"),
+     (dict(port=9), "does not have"), (dict(marked_pkts=1000), "more marked")],
+)  # fmt: skip
+def test_bogus_telemetry_benches_the_agent_not_the_controller(bad, reason):
+    loop = make_loop(Scripted(agent_out()))
+    loop.on_digest(digest(**{"port": 1, **bad}))
+    assert loop.guard.mode == "fallback"
+    assert reason in loop.guard.reason
+    writes = loop.tick(0.0).writes
+    assert writes[0][1] == enc.encode_thresholds(5000, 96_000, 0.01)  # SECN1, clamped to buffer
+
+
+@pytest.mark.parametrize(
+    "out", [RuntimeError("boom"), agent_out(kmin=float("nan")), agent_out(pmax=float("inf"))]
+)
+def test_an_agent_that_raises_or_diverges_falls_back_loudly(out, caplog):
+    loop = make_loop(Scripted(out))
+    d = loop.tick(0.0)
+    assert loop.guard.mode == "fallback"
+    assert d.rows[0]["policy"] == "static:secn1"
+    assert "falling back" in caplog.text
+
+
+def test_reward_below_the_static_baseline_for_n_intervals_falls_back():
+    # Baseline phase: SECN1 with short queues. Then an agent that lets the queue grow.
+    loop = make_loop(Scripted(agent_out(kmin=90_000, kmax=96_000)), baseline_intervals=3)
+    for i in range(3):
+        loop.on_digest(digest(1, qdepth_sum_bytes=0))
+        loop.tick(i * INTERVAL)
+    assert loop.guard.mode == "agent"
+    for i in range(3):
+        loop.on_digest(digest(1, qdepth_sum_bytes=70 * 90_000))
+        loop.tick((3 + i) * INTERVAL)
+    assert loop.guard.mode == "fallback"
+    assert "below the static baseline" in loop.guard.reason
+
+
+def test_a_write_that_never_shows_in_telemetry_is_rewritten(caplog):
+    loop = make_loop(Scripted(agent_out()))
+    port, regs = loop.tick(0.0).writes[0]
+    for _ in range(4):
+        loop.on_digest(digest(port))  # still the old (zero) setting
+    assert loop.tick(0.1).writes[0] == (port, regs)
+    assert "not in effect" in caplog.text
+    loop.on_digest(digest(port, regs))
+    assert loop.ports[port].confirmed
+
+
+def test_clamp_keeps_settings_writable():
+    raw = EcnThresholds(np.array([-5.0, 50e3]), np.array([1e9, 10e3]), np.array([2.0, -1.0]))
+    th = clamp(raw, 96e3)
+    assert th.kmax_bytes.tolist() == [96e3, 10e3]
+    assert th.kmin_bytes.tolist() == [0, 10e3]
+    assert th.pmax.tolist() == [1.0, 0.0]
+
+
+def test_config_is_validated_with_useful_messages(tmp_path):
+    cfg = ControllerConfig.from_dict({"topology": "tiny", "policy": "static:secn2"})
+    assert cfg.address("s1") == "127.0.0.1:9559"
+    with pytest.raises(ConfigError, match="unknown settings"):
+        ControllerConfig.from_dict({"topology": "tiny", "polcy": "x"})
+    with pytest.raises(ConfigError, match="unknown topology"):
+        ControllerConfig.from_dict({"topology": "nope"})
+    with pytest.raises(ConfigError, match="static preset"):
+        ControllerConfig.from_dict({"topology": "tiny", "fallback": "acc:x"})
+    with pytest.raises(ConfigError, match="interval_s"):
+        ControllerConfig(topology=preset("tiny"), interval_s=0)
+    bad = tmp_path / "c.yaml"
+    bad.write_text("topology: [unclosed")
+    with pytest.raises(ConfigError, match="cannot read"):
+        ControllerConfig.from_file(bad)
