@@ -1,0 +1,163 @@
+"""The simulator as an environment of pure functions (gymnax/jumanji style).
+
+    env = Env.make(preset("star8"), Traffic("websearch", 0.6, duration_s=2.0), transport="reno_ecn")
+    obs, state = env.reset(key)                       # obs: (ports, k * features)
+    obs, state, reward, done, info = env.step(state, thresholds)   # one telemetry interval
+
+`thresholds` is an EcnThresholds with one setting per switch egress port (the order of
+env.fabric.ports; env.fabric.switch_ports groups them per switch, i.e. per agent).
+info["telemetry"] is the PortTelemetry of the interval — the fields the P4 digest
+carries, so agents see in simulation exactly what the controller will feed them —,
+info["fct"] every flow's completion time so far (-1 while running) and info["flows"]
+the schedule (for metrics). Observations and rewards come from agent/features.py and
+agent/rewards.py. reset and step are jit-compiled; vmap them over keys to batch.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ecntune.agent.features import HISTORY, observation
+from ecntune.agent.rewards import acc_reward, pet_reward
+from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.sim import network, transport
+from ecntune.sim.fabric import MTU_BYTES, Fabric, build
+from ecntune.sim.schedule import PathTable, Traffic, TrafficParams, path_table, sample
+from ecntune.topology import Topology
+
+REWARDS = {"acc": acc_reward, "pet": pet_reward}
+
+
+class EnvState(NamedTuple):
+    net: network.NetState
+    params: network.Params
+    history: PortTelemetry  # (k, ports), oldest first
+    interval: jnp.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Env:
+    fabric: Fabric
+    table: PathTable
+    traffic: TrafficParams
+    transport: str
+    dt: float
+    interval_s: float
+    slots: int
+    ring: int
+    per_host: int
+    incast_flows: int
+    features: Literal["acc", "pet"] = "acc"
+    reward_kind: Literal["acc", "pet"] = "acc"
+
+    @classmethod
+    def make(
+        cls,
+        topology: Topology,
+        traffic: Traffic,
+        transport: str = "dctcp",
+        interval_s: float | None = None,
+        dt: float | None = None,
+        slots: int | None = None,
+        features: Literal["acc", "pet"] = "acc",
+        reward: Literal["acc", "pet"] = "acc",
+        buffer_bytes: float | None = None,
+    ) -> Env:
+        """Sensible time steps for the fabric's speed: dt ~ 1/4 MTU time, interval ~ 40 RTTs."""
+        if transport not in network.transport.UPDATES:
+            raise ValueError(f"unknown transport {transport!r}; choose from {transport_names()}")
+        fabric = build(topology, buffer_bytes)
+        fastest = float(np.max(fabric.links.capacity))
+        dt = dt or MTU_BYTES / fastest / 4
+        table = path_table(fabric)
+        max_rtt = float(np.max(table.base_rtt))
+        interval_s = interval_s or max(40 * max_rtt, 200 * dt)
+        per_host, incast_flows = traffic.max_flows(fabric)
+        hosts = len(fabric.hosts)
+        return cls(
+            fabric=fabric, table=table, traffic=traffic.params(hosts), transport=transport,
+            dt=dt, interval_s=interval_s, slots=slots or min(1024, 8 * hosts + incast_flows + 16),
+            ring=int(np.ceil(2 * max_rtt / dt)) + 4, per_host=per_host,
+            incast_flows=incast_flows, features=features, reward_kind=reward,
+        )  # fmt: skip
+
+    @property
+    def steps_per_interval(self) -> int:
+        return max(1, round(self.interval_s / self.dt))
+
+    @property
+    def n_ports(self) -> int:
+        return self.fabric.n_ports
+
+    def link_bps(self) -> jnp.ndarray:
+        return jnp.asarray(self.fabric.links.capacity[self.fabric.ports] * 8.0)
+
+    # -- the environment API ---------------------------------------------------------------
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def reset(self, key: jax.Array, traffic: TrafficParams | None = None) -> tuple[jnp.ndarray, EnvState]:
+        traffic = self.traffic if traffic is None else traffic
+        params = sample(key, self.table, traffic, self.per_host, self.incast_flows)
+        net = network.init(params, self.slots, self.ring)
+        idle = self._telemetry(network.zero_counters(self.fabric.n_links), self._off())
+        history = jax.tree.map(lambda x: jnp.stack([x] * HISTORY), idle)
+        state = EnvState(net, params, history, jnp.int32(0))
+        return observation(history, self.features), state
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def step(
+        self, state: EnvState, thresholds: EcnThresholds
+    ) -> tuple[jnp.ndarray, EnvState, jnp.ndarray, jnp.ndarray, dict[str, Any]]:
+        per_link = self._per_link(thresholds)
+        net = state.net._replace(counters=network.zero_counters(self.fabric.n_links))
+
+        def one(n: network.NetState, _: None) -> tuple[network.NetState, None]:
+            return network.step(state.params, n, per_link, self.dt, self.transport), None
+
+        net, _ = jax.lax.scan(one, net, None, length=self.steps_per_interval)
+        tel = self._telemetry(net.counters, thresholds)
+        history = jax.tree.map(lambda h, x: jnp.concatenate([h[1:], x[None]]), state.history, tel)
+        reward = REWARDS[self.reward_kind](tel)
+        done = net.t >= self.traffic.duration_s
+        info = {"telemetry": tel, "fct": net.fct, "dropped": net.counters.dropped_bytes[self.fabric.ports]}
+        new = EnvState(net, state.params, history, state.interval + 1)
+        return observation(history, self.features), new, reward, done, info
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _off(self) -> EcnThresholds:
+        z = jnp.zeros(self.n_ports, jnp.float32)
+        return EcnThresholds(z, z, z)
+
+    def _per_link(self, th: EcnThresholds) -> jnp.ndarray:
+        """(links, 3) kmin, kmax, pmax; host NICs never mark (kmax 0)."""
+        out = jnp.zeros((self.fabric.n_links, 3), jnp.float32)
+        cols = jnp.stack([jnp.asarray(x, jnp.float32) for x in th], axis=-1)
+        return out.at[jnp.asarray(self.fabric.ports)].set(cols)
+
+    def _telemetry(self, c: network.Counters, th: EcnThresholds) -> PortTelemetry:
+        p = jnp.asarray(self.fabric.ports)
+        zeros = jnp.sum(~c.senders[p], axis=1)
+        senders = network.SENDER_BITS * jnp.log(network.SENDER_BITS / jnp.maximum(zeros, 1))
+        return PortTelemetry(
+            interval_s=jnp.full(p.shape, self.interval_s, jnp.float32),
+            link_bps=self.link_bps(),
+            tx_bytes=c.tx_bytes[p], tx_pkts=c.tx_bytes[p] / MTU_BYTES,
+            marked_bytes=c.marked_bytes[p], marked_pkts=c.marked_bytes[p] / MTU_BYTES,
+            qdepth_sum_bytes=c.qdepth_sum[p], qdepth_samples=c.qdepth_samples[p],
+            qdepth_max_bytes=c.qdepth_max[p],
+            kmin_bytes=jnp.asarray(th.kmin_bytes, jnp.float32),
+            kmax_bytes=jnp.asarray(th.kmax_bytes, jnp.float32),
+            pmax=jnp.asarray(th.pmax, jnp.float32), senders=senders,
+            elephant_bytes=c.elephant_bytes[p],
+        )  # fmt: skip
+
+
+def transport_names() -> tuple[str, ...]:
+    return transport.TRANSPORTS

@@ -1,0 +1,102 @@
+"""A Topology (ecntune/topology.py) as the arrays the simulator steps over.
+
+Every full-duplex link becomes two directed links; a directed link leaving a switch is a
+switch egress port (where queues build and ECN marks happen, as in the P4 program), one
+leaving a host is that host's NIC. A flow's path is the list of directed links it crosses,
+first the source's NIC, then one egress port per switch; ECMP paths are those of
+Topology.paths, so the simulator and the P4 switches agree on how many ways there are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ecntune.topology import Topology
+
+MTU_BYTES = 1500
+
+
+class LinkArrays(NamedTuple):
+    """Per directed link (JAX-ready)."""
+
+    capacity: np.ndarray  # bytes per second
+    delay_s: np.ndarray  # propagation delay
+    buffer_bytes: np.ndarray  # tail-drop limit of the egress queue
+    is_port: np.ndarray  # bool: a switch egress port (marks, reports telemetry)
+
+
+@dataclass(frozen=True)
+class Fabric:
+    topology: Topology
+    links: LinkArrays
+    names: list[tuple[str, int]]  # directed link i leaves node names[i][0] by port names[i][1]
+    ports: np.ndarray  # link ids of the switch egress ports, in telemetry order
+    port_switch: np.ndarray  # switch index of each telemetry port
+    switch_ports: np.ndarray  # (switches, max ports) indices into `ports`, -1 padded
+    hosts: list[str]
+    host_uplink: np.ndarray  # directed link id of each host's NIC
+    max_hops: int
+
+    @property
+    def n_links(self) -> int:
+        return len(self.names)
+
+    @property
+    def n_ports(self) -> int:
+        return len(self.ports)
+
+    def port_name(self, i: int) -> str:
+        node, port = self.names[int(self.ports[i])]
+        return f"{node}:{port}"
+
+    def paths(self, src: int, dst: int) -> list[list[int]]:
+        """Every ECMP path between two hosts (host indices) as directed link ids."""
+        index = {name: i for i, name in enumerate(self.names)}
+        out = []
+        for hops in self.topology.paths(self.hosts[src], self.hosts[dst]):
+            out.append([int(self.host_uplink[src]), *(index[h] for h in hops)])
+        return out
+
+    def base_rtt(self, path: list[int]) -> float:
+        """Twice the propagation delay plus one MTU's serialisation per hop, both ways."""
+        cap, delay = self.links.capacity[path], self.links.delay_s[path]
+        return float(2 * np.sum(delay) + 2 * np.sum(MTU_BYTES / cap))
+
+    def bottleneck(self, path: list[int]) -> float:
+        return float(np.min(self.links.capacity[path]))
+
+
+def build(topology: Topology, buffer_bytes: float | None = None) -> Fabric:
+    """Directed links of a topology; queues hold `buffer_bytes` (default: 64 MTUs, BMv2's 64 packets)."""
+    names: list[tuple[str, int]] = []
+    cap, delay = [], []
+    for lk in topology.links:
+        for node, port in ((lk.a, lk.a_port), (lk.b, lk.b_port)):
+            names.append((node, port))
+            cap.append(lk.bw_bps / 8)
+            delay.append(lk.delay_s)
+    is_port = np.array([n in topology.switches for n, _ in names])
+    buffer = float(buffer_bytes if buffer_bytes is not None else 64 * MTU_BYTES)
+    links = LinkArrays(
+        capacity=np.array(cap, dtype=np.float32),
+        delay_s=np.array(delay, dtype=np.float32),
+        buffer_bytes=np.full(len(names), buffer, dtype=np.float32),
+        is_port=is_port,
+    )
+    switches = list(topology.switches)
+    ports = np.flatnonzero(is_port)
+    port_switch = np.array([switches.index(names[i][0]) for i in ports])
+    width = max(np.bincount(port_switch, minlength=len(switches)))
+    switch_ports = np.full((len(switches), width), -1)
+    for s in range(len(switches)):
+        mine = np.flatnonzero(port_switch == s)
+        switch_ports[s, : len(mine)] = mine
+    hosts = list(topology.hosts)
+    host_uplink = np.array([names.index((h, 0)) for h in hosts])
+    hop_counts = [
+        len(topology.paths(hosts[0], h)[0]) + 1 for h in hosts[1:]
+    ] or [1]
+    return Fabric(topology, links, names, ports, port_switch, switch_ports, hosts, host_uplink, max(hop_counts))

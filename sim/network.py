@@ -1,0 +1,249 @@
+"""One time step of the fluid fabric: flows inject bytes, queues serve and mark, acks return.
+
+Model (per step of `dt` seconds):
+- each active flow has a backlog at every hop of its path (bytes waiting in that egress
+  queue); a link's queue is the sum of the backlogs there; the link serves up to
+  capacity·dt, shared in proportion to the backlogs (FIFO on average);
+- bytes served leave `marked` with the RED probability of the P4 program, evaluated on the
+  bytes left in the queue (marks are never undone); served bytes move to the next hop,
+  or are delivered at the last one;
+- arrivals beyond a queue's buffer are tail-dropped and re-sent by their flow;
+- delivered and marked bytes reach the sender one base RTT later (a ring buffer), where
+  the transport (transport.py) updates its window or rate;
+- a flow completes when all its bytes are delivered; its FCT is recorded.
+Per-port counters accumulate exactly the fields of the P4 telemetry digest.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ecntune.sim import transport
+from ecntune.sim.fabric import MTU_BYTES
+
+ADMIT_PER_STEP = 16  # flows that may start in one step (more wait for the next)
+SENDER_BITS = 64
+ELEPHANT_BYTES = 1_000_000.0
+
+
+class Params(NamedTuple):
+    """Static per episode: links and the flow schedule (JAX arrays)."""
+
+    capacity: jnp.ndarray  # (L,) bytes/s
+    buffer: jnp.ndarray  # (L,)
+    start: jnp.ndarray  # (N,) flow start times, sorted
+    src: jnp.ndarray
+    size: jnp.ndarray
+    path: jnp.ndarray  # (N, H)
+    hops: jnp.ndarray
+    base_rtt: jnp.ndarray
+    line_rate: jnp.ndarray  # (N,) bytes/s of the source NIC
+    capacity_events: jnp.ndarray  # (E, 3): link, time down, time up (failures)
+
+
+class Counters(NamedTuple):
+    """Per directed link, over the current telemetry interval."""
+
+    tx_bytes: jnp.ndarray
+    marked_bytes: jnp.ndarray
+    qdepth_sum: jnp.ndarray  # queue (bytes) x packets departing
+    qdepth_samples: jnp.ndarray  # packets departing
+    qdepth_max: jnp.ndarray
+    senders: jnp.ndarray  # (L, 64) bool: hashed source hosts seen
+    elephant_bytes: jnp.ndarray
+    dropped_bytes: jnp.ndarray
+
+
+class NetState(NamedTuple):
+    t: jnp.ndarray
+    step: jnp.ndarray
+    next_flow: jnp.ndarray
+    slot: jnp.ndarray  # (F,) flow id or -1
+    to_send: jnp.ndarray  # (F,)
+    sent: jnp.ndarray
+    delivered: jnp.ndarray
+    backlog: jnp.ndarray  # (F, H)
+    backlog_marked: jnp.ndarray
+    cc: transport.CCState
+    ring_acked: jnp.ndarray  # (D, F)
+    ring_marked: jnp.ndarray
+    ring_lost: jnp.ndarray
+    fct: jnp.ndarray  # (N,) seconds, -1 until the flow completes
+    counters: Counters
+
+
+def zero_counters(n_links: int) -> Counters:
+    z = jnp.zeros(n_links, jnp.float32)
+    return Counters(z, z, z, z, z, jnp.zeros((n_links, SENDER_BITS), bool), z, z)
+
+
+def init(params: Params, slots: int, ring: int) -> NetState:
+    n_links, hops = params.capacity.shape[0], params.path.shape[1]
+    zf = jnp.zeros(slots, jnp.float32)
+    return NetState(
+        t=jnp.float32(0.0), step=jnp.int32(0), next_flow=jnp.int32(0),
+        slot=jnp.full(slots, -1, jnp.int32), to_send=zf, sent=zf, delivered=zf,
+        backlog=jnp.zeros((slots, hops), jnp.float32),
+        backlog_marked=jnp.zeros((slots, hops), jnp.float32),
+        cc=transport.fresh(zf), ring_acked=jnp.zeros((ring, slots), jnp.float32),
+        ring_marked=jnp.zeros((ring, slots), jnp.float32),
+        ring_lost=jnp.zeros((ring, slots), jnp.float32),
+        fct=jnp.full(params.start.shape[0], -1.0, jnp.float32),
+        counters=zero_counters(n_links),
+    )  # fmt: skip
+
+
+def red_probability(q, kmin, kmax, pmax):
+    """The P4 program's marking rule: 0 up to kmin, linear to pmax, 1 from kmax (kmax 0: off)."""
+    between = pmax * (q - kmin) / jnp.maximum(kmax - kmin, 1.0)
+    p = jnp.where(q >= kmax, 1.0, jnp.where(q > kmin, between, 0.0))
+    return jnp.where(kmax > 0, p, 0.0)
+
+
+def _admit(params: Params, s: NetState) -> NetState:
+    """Start the flows whose time has come in free slots (at most ADMIT_PER_STEP per step)."""
+    n = params.start.shape[0]
+    ahead = s.next_flow + jnp.arange(ADMIT_PER_STEP)
+    due = (ahead < n) & (params.start[jnp.minimum(ahead, n - 1)] <= s.t)
+    k = jnp.sum(jnp.cumprod(due))  # consecutive due flows
+    free = s.slot < 0
+    rank = jnp.cumsum(free) - 1
+    take = free & (rank < k)
+    k = jnp.minimum(k, jnp.sum(free))
+    fid = jnp.where(take, s.next_flow + rank, -1)
+    safe = jnp.maximum(fid, 0)
+    line = params.line_rate[safe]
+    fresh = transport.fresh(line)
+    cc = jax.tree.map(lambda old, new: jnp.where(take, new, old), s.cc, fresh)
+    return s._replace(
+        next_flow=s.next_flow + k,
+        slot=jnp.where(take, fid, s.slot),
+        to_send=jnp.where(take, params.size[safe], s.to_send),
+        sent=jnp.where(take, 0.0, s.sent),
+        delivered=jnp.where(take, 0.0, s.delivered),
+        backlog=jnp.where(take[:, None], 0.0, s.backlog),
+        backlog_marked=jnp.where(take[:, None], 0.0, s.backlog_marked),
+        cc=cc,
+    )
+
+
+def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: str) -> NetState:
+    """Advance by dt. thresholds: (L, 3) kmin, kmax, pmax per directed link (kmax 0: no ECN)."""
+    s = _admit(params, s)
+    n_links = params.capacity.shape[0]
+    active = s.slot >= 0
+    fid = jnp.maximum(s.slot, 0)
+    path = params.path[fid]  # (F, H)
+    hop_ok = (path >= 0) & active[:, None]
+    link = jnp.where(hop_ok, path, 0)
+    last_hop = params.hops[fid] - 1
+
+    down = (s.t >= params.capacity_events[:, 1]) & (s.t < params.capacity_events[:, 2])
+    failed = jnp.zeros(n_links, bool).at[params.capacity_events[:, 0].astype(jnp.int32)].max(down)
+    capacity = jnp.where(failed, 0.0, params.capacity)
+
+    def queue_of(b: jnp.ndarray) -> jnp.ndarray:
+        return jax.ops.segment_sum(jnp.where(hop_ok, b, 0.0).ravel(), link.ravel(), n_links)
+
+    # 1. senders inject at their congestion-controlled rate
+    q = queue_of(s.backlog)
+    qdelay = jnp.sum(jnp.where(hop_ok, q[link] / jnp.maximum(capacity[link], 1.0), 0.0), axis=1)
+    rtt = params.base_rtt[fid] + qdelay
+    rate = transport.send_rate(kind, s.cc, rtt, params.line_rate[fid])
+    inject = jnp.where(active, jnp.minimum(s.to_send, rate * dt), 0.0)
+    backlog = s.backlog.at[:, 0].add(inject)
+
+    # 2. every queue serves capacity·dt, shared by backlog; departures are marked
+    q = queue_of(backlog)
+    served = jnp.minimum(q, capacity * dt)
+    share = jnp.where(q > 0, served / jnp.maximum(q, 1e-9), 0.0)
+    q_left = q - served
+    kmin, kmax, pmax = thresholds[:, 0], thresholds[:, 1], thresholds[:, 2]
+    p_mark = red_probability(q_left, kmin, kmax, pmax)
+    dep = jnp.where(hop_ok, backlog * share[link], 0.0)
+    dep_marked_before = jnp.where(hop_ok, s.backlog_marked * share[link], 0.0)
+    new_marks = (dep - dep_marked_before) * p_mark[link]
+    dep_marked = dep_marked_before + new_marks
+    backlog = backlog - dep
+    backlog_marked = s.backlog_marked - dep_marked_before
+
+    # 3. departures move one hop on, or are delivered at the last hop
+    hop_idx = jnp.arange(path.shape[1])[None, :]
+    at_last = hop_idx == last_hop[:, None]
+    moving = jnp.where(at_last, 0.0, dep)
+    moving_marked = jnp.where(at_last, 0.0, dep_marked)
+    arrive = jnp.pad(moving, ((0, 0), (1, 0)))[:, :-1]
+    arrive_marked = jnp.pad(moving_marked, ((0, 0), (1, 0)))[:, :-1]
+    delivered = jnp.sum(jnp.where(at_last, dep, 0.0), axis=1)
+    delivered_marked = jnp.sum(jnp.where(at_last, dep_marked, 0.0), axis=1)
+
+    # 4. tail drop what does not fit behind the queue's buffer; the sender re-sends it
+    #    (injected bytes were already queued at the NIC in step 1)
+    q_after = queue_of(backlog + arrive)
+    arrivals = queue_of(arrive)
+    overflow = jnp.maximum(0.0, q_after - params.buffer)
+    drop_frac = jnp.where(arrivals > 0, jnp.minimum(1.0, overflow / jnp.maximum(arrivals, 1e-9)), 0.0)
+    dropped = jnp.where(hop_ok, arrive * drop_frac[link], 0.0)
+    keep = 1.0 - jnp.where(hop_ok, drop_frac[link], 0.0)
+    backlog = backlog + arrive * keep
+    backlog_marked = backlog_marked + arrive_marked * keep
+    lost = jnp.sum(dropped, axis=1)
+
+    # 5. acks (and echoed marks, losses) come back one base RTT later
+    ring = s.ring_acked.shape[0]
+    delay = jnp.clip(jnp.round(params.base_rtt[fid] / dt).astype(jnp.int32), 1, ring - 1)
+    pos = (s.step + delay) % ring
+    cols = jnp.arange(s.slot.shape[0])
+    ring_acked = s.ring_acked.at[pos, cols].add(delivered)
+    ring_marked = s.ring_marked.at[pos, cols].add(delivered_marked)
+    ring_lost = s.ring_lost.at[pos, cols].add(lost)
+    now = s.step % ring
+    acked, echoed, lost_fb = ring_acked[now], ring_marked[now], ring_lost[now]
+    ring_acked, ring_marked, ring_lost = (r.at[now].set(0.0) for r in (ring_acked, ring_marked, ring_lost))
+    cc = transport.UPDATES[kind](s.cc, acked, echoed, lost_fb, dt, params.line_rate[fid])
+
+    # 6. completions
+    total_delivered = s.delivered + delivered
+    to_send = s.to_send - inject + lost
+    done = active & (total_delivered >= params.size[fid] - 0.5)
+    fct = s.fct.at[jnp.where(done, fid, params.start.shape[0])].set(
+        s.t + dt - params.start[fid] + params.base_rtt[fid] / 2, mode="drop"
+    )
+
+    # 7. per-link counters (the telemetry digest's fields)
+    c = s.counters
+    pkts = served / MTU_BYTES
+    src_bit = (params.src[fid] * 40503 % SENDER_BITS).astype(jnp.int32)  # a multiplicative hash
+    seen = jnp.zeros((n_links, SENDER_BITS), bool).at[link, src_bit[:, None]].max(dep > 0)
+    elephant = jnp.where((s.sent + inject)[:, None] > ELEPHANT_BYTES, dep, 0.0)
+    counters = Counters(
+        tx_bytes=c.tx_bytes + served,
+        marked_bytes=c.marked_bytes + queue_of(new_marks),
+        qdepth_sum=c.qdepth_sum + q_left * pkts,
+        qdepth_samples=c.qdepth_samples + pkts,
+        qdepth_max=jnp.maximum(c.qdepth_max, jnp.where(served > 0, q_left, 0.0)),
+        senders=c.senders | seen,
+        elephant_bytes=c.elephant_bytes + queue_of(elephant),
+        dropped_bytes=c.dropped_bytes + queue_of(dropped),
+    )
+    keep_slot = active & ~done
+    return NetState(
+        t=s.t + dt,
+        step=s.step + 1,
+        next_flow=s.next_flow,
+        slot=jnp.where(keep_slot, s.slot, -1),
+        to_send=jnp.where(keep_slot, to_send, 0.0),
+        sent=s.sent + inject,
+        delivered=jnp.where(keep_slot, total_delivered, 0.0),
+        backlog=jnp.where(keep_slot[:, None], backlog, 0.0),
+        backlog_marked=jnp.where(keep_slot[:, None], backlog_marked, 0.0),
+        cc=cc,
+        ring_acked=jnp.where(keep_slot[None, :], ring_acked, 0.0),
+        ring_marked=jnp.where(keep_slot[None, :], ring_marked, 0.0),
+        ring_lost=jnp.where(keep_slot[None, :], ring_lost, 0.0),
+        fct=fct,
+        counters=counters,
+    )

@@ -1,0 +1,194 @@
+"""An episode's flows, sampled in JAX from a key (so reset() vmaps over environments).
+
+Each sending host starts flows as a Poisson process at a target load with sizes drawn
+from a flow-size CDF (traffic/workload.py: the same CDFs and the same load -> rate rule
+the emulation uses), optionally switching to a second CDF halfway (ACC/PET convergence
+experiments); periodic synchronised N:1 incasts (16:1 in GraphCC) come on top; link
+failures are (link, down, up) times. Every flow picks one of its ECMP paths uniformly,
+as a 5-tuple hash would. The result is sorted by start time and padded to a fixed length
+(unused flows start at +inf), as the simulator's static shapes require.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ecntune.sim.fabric import Fabric
+from ecntune.sim.network import Params
+from ecntune.traffic.workload import load_cdf
+
+CDF_POINTS = 32
+
+
+class PathTable(NamedTuple):
+    """ECMP paths of every host pair: (hosts, hosts, max paths, max hops), -1 padded."""
+
+    links: jnp.ndarray
+    count: jnp.ndarray  # (hosts, hosts)
+    hops: jnp.ndarray  # (hosts, hosts, max paths)
+    base_rtt: jnp.ndarray  # (hosts, hosts, max paths)
+    uplink_rate: jnp.ndarray  # (hosts,) bytes/s
+    capacity: jnp.ndarray  # (L,)
+    buffer: jnp.ndarray
+
+
+def path_table(fabric: Fabric) -> PathTable:
+    n = len(fabric.hosts)
+    per_pair = {(s, d): fabric.paths(s, d) for s in range(n) for d in range(n) if s != d}
+    width = max(len(p) for p in per_pair.values())
+    links = np.full((n, n, width, fabric.max_hops), -1, np.int32)
+    count = np.ones((n, n), np.int32)
+    hops = np.ones((n, n, width), np.int32)
+    rtt = np.zeros((n, n, width), np.float32)
+    for (s, d), paths in per_pair.items():
+        count[s, d] = len(paths)
+        for i, p in enumerate(paths):
+            links[s, d, i, : len(p)] = p
+            hops[s, d, i] = len(p)
+            rtt[s, d, i] = fabric.base_rtt(p)
+    up = fabric.links.capacity[fabric.host_uplink]
+    return PathTable(
+        jnp.asarray(links), jnp.asarray(count), jnp.asarray(hops), jnp.asarray(rtt),
+        jnp.asarray(up), jnp.asarray(fabric.links.capacity), jnp.asarray(fabric.links.buffer_bytes),
+    )  # fmt: skip
+
+
+class CDF(NamedTuple):
+    sizes: jnp.ndarray  # (CDF_POINTS,)
+    probs: jnp.ndarray
+    mean: jnp.ndarray
+
+
+def cdf(name: str) -> CDF:
+    c = load_cdf(name)
+    pad = CDF_POINTS - len(c.sizes)
+    sizes = np.pad(c.sizes, (0, pad), mode="edge").astype(np.float32)
+    probs = np.pad(c.probs, (0, pad), mode="edge").astype(np.float32)
+    return CDF(jnp.asarray(sizes), jnp.asarray(probs), jnp.float32(c.mean_bytes))
+
+
+class TrafficParams(NamedTuple):
+    """What an episode's traffic looks like (arrays, so it can differ per environment)."""
+
+    first: CDF
+    second: CDF  # after switch_at_s (same as first when no switch)
+    switch_at_s: jnp.ndarray
+    load: jnp.ndarray
+    duration_s: jnp.ndarray
+    senders: jnp.ndarray  # (hosts,) bool
+    incast_degree: jnp.ndarray
+    incast_period_s: jnp.ndarray
+    incast_bytes: jnp.ndarray
+    failures: jnp.ndarray  # (E, 3) link, down, up
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """A readable description of TrafficParams."""
+
+    workload: str = "websearch"
+    load: float = 0.6
+    duration_s: float = 0.1
+    incast_degree: int = 0
+    incast_period_s: float = 0.01
+    incast_bytes: int = 64_000
+    switch_to: str | None = None
+    senders: tuple[int, ...] | None = None
+    failures: tuple[tuple[int, float, float], ...] = ()
+
+    def params(self, n_hosts: int) -> TrafficParams:
+        senders = np.zeros(n_hosts, bool)
+        senders[list(self.senders) if self.senders is not None else slice(None)] = True
+        failures = np.array(self.failures or [(0, np.inf, np.inf)], np.float32).reshape(-1, 3)
+        return TrafficParams(
+            first=cdf(self.workload),
+            second=cdf(self.switch_to or self.workload),
+            switch_at_s=jnp.float32(self.duration_s / 2 if self.switch_to else np.inf),
+            load=jnp.float32(self.load), duration_s=jnp.float32(self.duration_s),
+            senders=jnp.asarray(senders), incast_degree=jnp.int32(self.incast_degree),
+            incast_period_s=jnp.float32(self.incast_period_s),
+            incast_bytes=jnp.float32(self.incast_bytes), failures=jnp.asarray(failures),
+        )  # fmt: skip
+
+    def max_flows(self, fabric: Fabric) -> tuple[int, int]:
+        """Static sizes: Poisson flows per host (mean + 6 sigma) and incast flows in total."""
+        c = min(load_cdf(self.workload).mean_bytes, load_cdf(self.switch_to or self.workload).mean_bytes)
+        rate = float(np.max(fabric.links.capacity[fabric.host_uplink])) * self.load / c
+        mean = rate * self.duration_s
+        per_host = int(mean + 6 * np.sqrt(mean) + 8)
+        bursts = int(self.duration_s / self.incast_period_s) + 1 if self.incast_degree else 0
+        return per_host, bursts * max(self.incast_degree, 1)
+
+
+def _sizes(key: jax.Array, c: CDF, n: int) -> jnp.ndarray:
+    u = jax.random.uniform(key, (n,), minval=c.probs[0], maxval=1.0)
+    return jnp.maximum(1.0, jnp.floor(jnp.interp(u, c.probs, c.sizes)))
+
+
+def sample(
+    key: jax.Array, table: PathTable, traffic: TrafficParams, per_host: int, incast_flows: int
+) -> Params:
+    """Every flow of one episode (static shape: hosts * per_host + incast_flows)."""
+    n_hosts = table.uplink_rate.shape[0]
+    k_gap, k_size1, k_size2, k_dst, k_path, k_inc, k_inc_dst = jax.random.split(key, 7)
+
+    # Poisson sources: rate = load * link / mean size (per phase)
+    mean = jnp.where(jnp.isfinite(traffic.switch_at_s), jnp.minimum(traffic.first.mean, traffic.second.mean), traffic.first.mean)
+    rate = traffic.load * table.uplink_rate / mean  # flows per second per host
+    gaps = jax.random.exponential(k_gap, (n_hosts, per_host)) / rate[:, None]
+    start = jnp.cumsum(gaps, axis=1)
+    ok = (start < traffic.duration_s) & traffic.senders[:, None]
+    src = jnp.broadcast_to(jnp.arange(n_hosts)[:, None], (n_hosts, per_host))
+    offset = jax.random.randint(k_dst, (n_hosts, per_host), 1, n_hosts)
+    dst = (src + offset) % n_hosts
+    n = n_hosts * per_host
+    late = start.ravel() >= traffic.switch_at_s
+    size = jnp.where(late, _sizes(k_size2, traffic.second, n), _sizes(k_size1, traffic.first, n))
+    start, src, dst = start.ravel(), src.ravel(), dst.ravel()
+
+    # synchronised N:1 incasts
+    if incast_flows:
+        bursts = incast_flows // jnp.maximum(traffic.incast_degree, 1)
+        degree = jnp.maximum(traffic.incast_degree, 1)
+        idx = jnp.arange(incast_flows)
+        burst = idx // degree
+        member = idx % degree
+        k_recv, k_perm = jax.random.split(k_inc)
+        receivers = jax.random.randint(k_recv, (incast_flows,), 0, n_hosts)
+        receiver = receivers[burst * degree]
+        perm = jax.vmap(lambda k: jax.random.permutation(k, n_hosts - 1))(
+            jax.random.split(k_perm, incast_flows)
+        )[burst * degree]
+        inc_src = (receiver + 1 + perm[jnp.arange(incast_flows), member]) % n_hosts
+        inc_start = traffic.incast_period_s * (burst + 0.5)
+        inc_ok = (traffic.incast_degree > 0) & (inc_start < traffic.duration_s) & (burst < bursts)
+        start = jnp.concatenate([start, jnp.where(inc_ok, inc_start, jnp.inf)])
+        ok = jnp.concatenate([ok.ravel(), inc_ok])
+        src = jnp.concatenate([src, inc_src])
+        dst = jnp.concatenate([dst, receiver])
+        size = jnp.concatenate([size, jnp.full(incast_flows, traffic.incast_bytes)])
+        del k_inc_dst
+    else:
+        ok = ok.ravel()
+
+    start = jnp.where(ok, start, jnp.inf)
+    order = jnp.argsort(start)
+    start, src, dst, size = start[order], src[order], dst[order], size[order]
+    choice = jax.random.randint(k_path, start.shape, 0, 1 << 20) % table.count[src, dst]
+    return Params(
+        capacity=table.capacity,
+        buffer=table.buffer,
+        start=start.astype(jnp.float32),
+        src=src.astype(jnp.int32),
+        size=size.astype(jnp.float32),
+        path=table.links[src, dst, choice],
+        hops=table.hops[src, dst, choice],
+        base_rtt=table.base_rtt[src, dst, choice],
+        line_rate=table.uplink_rate[src],
+        capacity_events=traffic.failures,
+    )

@@ -1,0 +1,142 @@
+"""Congestion control of the simulated hosts: how each flow reacts to acks, marks and losses.
+
+All three run on per-flow arrays, one call per simulator step, with the acknowledged and
+ECN-echoed bytes that arrived in that step (one base RTT after delivery).
+
+- `reno_ecn`: what Mininet hosts run here (cubic/reno with classic ECN, no DCTCP module):
+  slow start, then one MSS per RTT; an ECN echo or a loss halves the window at most once
+  per window (RFC 3168).
+- `dctcp`: DCTCP (Alizadeh et al.): alpha <- (1-g) alpha + g F once per window, F the
+  fraction of marked bytes, g = 1/16; cwnd <- cwnd (1 - alpha/2) when the window saw marks.
+- `dcqcn`: DCQCN (Zhu et al.) rate control with the HPCC simulator's defaults scaled to the
+  line rate: on a CNP (at most one per 50 us per flow) Rt = Rc, Rc *= 1 - alpha/2 and
+  alpha moves towards 1; alpha decays every 55 us without CNP; every rate-increase period
+  Rc moves half-way to Rt (fast recovery, 5 rounds), then Rt grows by R_AI (additive) and
+  after 5 more rounds by R_HAI (hyper).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+MSS = 1448.0
+INIT_CWND = 10 * MSS  # RFC 6928
+DCTCP_G = 1 / 16
+DCQCN_G = 1 / 256
+DCQCN_CNP_INTERVAL_S = 50e-6
+DCQCN_ALPHA_INTERVAL_S = 55e-6
+DCQCN_INCREASE_INTERVAL_S = 300e-6
+DCQCN_FAST_RECOVERY = 5
+TRANSPORTS = ("reno_ecn", "dctcp", "dcqcn")
+
+
+class CCState(NamedTuple):
+    cwnd: jnp.ndarray  # bytes (window transports)
+    ssthresh: jnp.ndarray
+    alpha: jnp.ndarray
+    wnd_size: jnp.ndarray  # cwnd when the current window (one RTT of data) began
+    wnd_acked: jnp.ndarray  # bytes acked in the current window
+    wnd_marked: jnp.ndarray
+    wnd_lost: jnp.ndarray
+    rate: jnp.ndarray  # bytes/s (DCQCN current rate Rc)
+    target: jnp.ndarray  # bytes/s (DCQCN target rate Rt)
+    since_cnp: jnp.ndarray  # seconds since the last CNP (DCQCN)
+    since_alpha: jnp.ndarray
+    since_increase: jnp.ndarray
+    stage: jnp.ndarray  # rate-increase rounds since the last CNP
+
+
+def fresh(line_rate: jnp.ndarray) -> CCState:
+    """State of flows that just started (per-flow line rate in bytes/s)."""
+    z = jnp.zeros_like(line_rate)
+    return CCState(
+        cwnd=z + INIT_CWND, ssthresh=z + jnp.inf, alpha=z + 1.0, wnd_size=z + INIT_CWND,
+        wnd_acked=z, wnd_marked=z,
+        wnd_lost=z, rate=line_rate, target=line_rate, since_cnp=z + 1.0, since_alpha=z,
+        since_increase=z, stage=z,
+    )  # fmt: skip
+
+
+def send_rate(kind: str, s: CCState, rtt: jnp.ndarray, line_rate: jnp.ndarray) -> jnp.ndarray:
+    """Bytes per second a flow puts on its NIC: cwnd per RTT (window CC) or Rc (DCQCN)."""
+    if kind == "dcqcn":
+        return jnp.minimum(s.rate, line_rate)
+    return jnp.minimum(s.cwnd / rtt, line_rate)
+
+
+def _window(s: CCState, acked: jnp.ndarray, marked: jnp.ndarray, lost: jnp.ndarray):
+    """Accumulate one step of feedback; which flows just completed a window of data."""
+    wa, wm, wl = s.wnd_acked + acked, s.wnd_marked + marked, s.wnd_lost + lost
+    done = wa >= s.wnd_size
+    return wa, wm, wl, done
+
+
+def _next_window(s: CCState, done, wa, wm, wl, cwnd, **changes) -> CCState:
+    """Start a new window where one ended (counters reset, its size the current cwnd)."""
+    return s._replace(
+        cwnd=cwnd,
+        wnd_size=jnp.where(done, cwnd, s.wnd_size),
+        wnd_acked=jnp.where(done, 0.0, wa),
+        wnd_marked=jnp.where(done, 0.0, wm),
+        wnd_lost=jnp.where(done, 0.0, wl),
+        **changes,
+    )
+
+
+def _grow(s: CCState, cwnd: jnp.ndarray, acked: jnp.ndarray) -> jnp.ndarray:
+    """Slow start below ssthresh, one MSS per window above."""
+    return jnp.where(cwnd < s.ssthresh, cwnd + acked, cwnd + MSS * acked / jnp.maximum(cwnd, MSS))
+
+
+def reno_ecn(s: CCState, acked, marked, lost, dt, line_rate) -> CCState:
+    wa, wm, wl, done = _window(s, acked, marked, lost)
+    congested = done & ((wm > 0) | (wl > 0))
+    cwnd = _grow(s, s.cwnd, acked)
+    cwnd = jnp.where(congested, jnp.maximum(2 * MSS, s.cwnd / 2), cwnd)
+    ssthresh = jnp.where(congested, cwnd, s.ssthresh)
+    return _next_window(s, done, wa, wm, wl, cwnd, ssthresh=ssthresh)
+
+
+def dctcp(s: CCState, acked, marked, lost, dt, line_rate) -> CCState:
+    wa, wm, wl, done = _window(s, acked, marked, lost)
+    frac = wm / jnp.maximum(wa, 1.0)
+    alpha = jnp.where(done, (1 - DCTCP_G) * s.alpha + DCTCP_G * frac, s.alpha)
+    cwnd = _grow(s, s.cwnd, acked)
+    cut = done & (wm > 0)
+    cwnd = jnp.where(cut, jnp.maximum(2 * MSS, s.cwnd * (1 - alpha / 2)), cwnd)
+    cwnd = jnp.where(done & (wl > 0), jnp.maximum(2 * MSS, s.cwnd / 2), cwnd)
+    ssthresh = jnp.where(cut | (done & (wl > 0)), cwnd, s.ssthresh)
+    return _next_window(s, done, wa, wm, wl, cwnd, ssthresh=ssthresh, alpha=alpha)
+
+
+def dcqcn(s: CCState, acked, marked, lost, dt, line_rate) -> CCState:
+    since_cnp = s.since_cnp + dt
+    cnp = ((marked > 0) | (lost > 0)) & (since_cnp >= DCQCN_CNP_INTERVAL_S)
+    # rate decrease on CNP
+    alpha = jnp.where(cnp, (1 - DCQCN_G) * s.alpha + DCQCN_G, s.alpha)
+    target = jnp.where(cnp, s.rate, s.target)
+    rate = jnp.where(cnp, s.rate * (1 - alpha / 2), s.rate)
+    # alpha decays without CNPs
+    since_alpha = jnp.where(cnp, 0.0, s.since_alpha + dt)
+    decay = since_alpha >= DCQCN_ALPHA_INTERVAL_S
+    alpha = jnp.where(decay, (1 - DCQCN_G) * alpha, alpha)
+    since_alpha = jnp.where(decay, 0.0, since_alpha)
+    # rate increase: fast recovery, additive, hyper
+    since_inc = jnp.where(cnp, 0.0, s.since_increase + dt)
+    inc = since_inc >= DCQCN_INCREASE_INTERVAL_S
+    stage = jnp.where(cnp, 0.0, s.stage + inc)
+    r_ai, r_hai = line_rate / 5000, line_rate / 500  # 5 and 50 Mbit/s at 25 Gbit/s
+    target = jnp.where(inc & (stage > DCQCN_FAST_RECOVERY), target + r_ai, target)
+    target = jnp.where(inc & (stage > 2 * DCQCN_FAST_RECOVERY), target + r_hai, target)
+    target = jnp.minimum(target, line_rate)
+    rate = jnp.where(inc, (rate + target) / 2, rate)
+    rate = jnp.clip(rate, line_rate / 1000, line_rate)
+    return s._replace(
+        alpha=alpha, target=target, rate=rate, since_cnp=jnp.where(cnp, 0.0, since_cnp),
+        since_alpha=since_alpha, since_increase=jnp.where(inc, 0.0, since_inc), stage=stage,
+    )  # fmt: skip
+
+
+UPDATES = {"reno_ecn": reno_ecn, "dctcp": dctcp, "dcqcn": dcqcn}
