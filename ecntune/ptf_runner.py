@@ -108,6 +108,8 @@ def run_suite(target_name: str, tests: list[str], verbose: bool = False) -> int:
                 "--test-dir", str(PTF_DIR),
                 "--test-params", params,
                 "--log-file", str(Path(tmp) / "ptf.log"),
+                "--qlen", "5000",  # packets PTF buffers per port (bursts of jumbo frames)
+                "--socket-recv-size", str(MTU + 100),
                 *(a for i, (_, p) in enumerate(pairs, 1) for a in ("-i", f"{i}@{p}")),
                 *(["--verbose"] if verbose else []),
                 *tests,

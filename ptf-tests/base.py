@@ -85,11 +85,12 @@ class EcnTest(BaseTest):
     @staticmethod
     def tcp(src_port: int, dst_port: int, ecn: int = 0, pktlen: int = 100, ttl: int = 64,
             sport: int = 1234, dport: int = 80, src_ip: str | None = None) -> bytes:  # fmt: skip
-        return tu.simple_tcp_packet(
+        pkt = tu.simple_tcp_packet(
             eth_dst=port_mac(0, src_port), eth_src=host_mac(src_ip or host_ip(src_port)),
             ip_src=src_ip or host_ip(src_port), ip_dst=host_ip(dst_port), ip_tos=ecn,
             ip_ttl=ttl, tcp_sport=sport, tcp_dport=dport, pktlen=pktlen,
         )  # fmt: skip
+        return bytes(pkt)
 
     @staticmethod
     def forwarded(pkt: bytes, out_port: int) -> bytes:

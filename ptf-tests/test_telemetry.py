@@ -11,6 +11,7 @@ from scapy.layers.inet import IP
 from ecntune.p4src import encoding as enc
 
 INTERVAL_S = 0.2
+FLUSH_BYTES = 100  # the packet that closes an interval opens the next one, and is counted there
 
 
 class TelemetryTest(EcnTest):
@@ -23,7 +24,7 @@ class TelemetryTest(EcnTest):
     def flush(self, port: int = 2) -> None:
         """Close the current interval: wait it out, then one packet makes ingress report it."""
         time.sleep(INTERVAL_S * 1.2)
-        tu.send_packet(self, 1, self.tcp(1, port, sport=9))
+        tu.send_packet(self, 1, self.tcp(1, port, sport=9, pktlen=FLUSH_BYTES))
         self.receive(port, 1)
 
     def digests(self, port: int = 2) -> list[dict[str, int]]:
@@ -44,8 +45,8 @@ class CountsAreExact(TelemetryTest):
         self.flush()
         ds = self.digests()
         self.assertGreaterEqual(len(ds), 1)
-        self.assertEqual(sum(d["tx_pkts"] for d in ds), len(sizes))
-        self.assertEqual(sum(d["tx_bytes"] for d in ds), sum(sizes))
+        self.assertEqual(sum(d["tx_pkts"] for d in ds), len(sizes) + 1)
+        self.assertEqual(sum(d["tx_bytes"] for d in ds), sum(sizes) + FLUSH_BYTES)
         self.assertEqual(sum(d["marked_pkts"] for d in ds), marked)
         self.assertGreater(max(d["qdepth_max_bytes"] for d in ds), 0)
         self.assertTrue(all(d["interval_us"] >= INTERVAL_S * 1e6 for d in ds))

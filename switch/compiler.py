@@ -162,6 +162,7 @@ class Compiler:
             "DROP_PORT": DROP_PORT,
         }
         self.out = _Emitter()
+        self.calc_out = _Emitter()
         self.errors = {name: value for name, value in doc.get("errors", [])}
         self.errors.setdefault("NoError", 0)
         self.errors.setdefault("PacketTooShort", 1)
@@ -204,8 +205,8 @@ class Compiler:
             return "True" if v else "False"
         if t in ("runtime_data", "local"):
             return f"d[{int(v)}]"
-        if t == "expression":
-            return self.op(v)
+        if t == "expression":  # actions wrap an expression in one more type-value layer
+            return self.op(v) if "op" in v else self.expr(v)
         if t == "lookahead":
             offset, width = v
             return f"_lookahead(pkt, {offset}, {width})"
@@ -446,7 +447,7 @@ class Compiler:
             em(f"return {fn}(pack_bits(_v, _w) + _after_payload(f, pkt, {name!r}))")
         else:
             em(f"return {fn}(pack_bits(_v, _w))")
-        self.out.lines += em.lines
+        self.calc_out.lines += em.lines  # its own buffer: we may be mid-function in self.out
         self.calcs[name] = fname
         if payload:
             self._payload_calcs[name] = calc
@@ -923,7 +924,7 @@ class Compiler:
         self.deparser(deparsers[0], doc.get("checksums", []))
         self.payload_helper()
 
-        source = "\n".join(self.out.lines) + "\n"
+        source = "\n".join(self.calc_out.lines + self.out.lines) + "\n"
         code = compile(source, "<p4 program>", "exec")
         exec(code, self.ns)
         self.ns["_ACTIONS"] = {aid: self.ns[f"a_{aid}"] for aid in self.ns["_ACTIONS_IDS"]}

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from finsy.proto import p4i, p4r
+from finsy.proto import p4d, p4i, p4r
 
 from ecntune.switch.compiler import Program
 from ecntune.switch.externs import ExternIndexError
@@ -208,7 +208,7 @@ class P4InfoIndex:
 
     def action_call(self, tm: TableMap | None, action: Any, profile_table: bool) -> ActionCall:
         """A TableAction (or a member's Action) as an internal ActionCall."""
-        which = action.WhichOneof("type") if hasattr(action, "WhichOneof") else None
+        which = action.WhichOneof("type") if isinstance(action, p4r.TableAction) else None
         if which == "action_profile_member_id":
             return ActionCall(member=action.action_profile_member_id)
         if which == "action_profile_group_id":
@@ -377,7 +377,7 @@ class P4InfoIndex:
                 yield p4r.RegisterEntry(
                     register_id=rid,
                     index=p4r.Index(index=i),
-                    data=p4r.P4Data(bitstring=encode(value, reg.width)),
+                    data=p4d.P4Data(bitstring=encode(value, reg.width)),
                 )
 
     def counter(self, counter_id: int) -> Any:

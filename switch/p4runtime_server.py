@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from finsy.proto import p4r, p4r_grpc, rpc_code, rpc_status
+from finsy.proto import p4d, p4r, p4r_grpc, rpc_code, rpc_status
 from google.protobuf import any_pb2
 
 from ecntune.switch.compiler import Program, compile_program
@@ -199,13 +199,13 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         digest_id, ll = found
         dl = p4r.DigestList(digest_id=digest_id, list_id=list_id)
         for sample in samples:
-            struct = p4r.P4StructLike(
+            struct = p4d.P4StructLike(
                 members=[
-                    p4r.P4Data(bitstring=encode(v, w))
+                    p4d.P4Data(bitstring=encode(v, w))
                     for v, (_, _, w) in zip(sample, ll.fields, strict=True)
                 ]
             )
-            dl.data.append(p4r.P4Data(struct=struct))
+            dl.data.append(p4d.P4Data(struct=struct))
         primary.send(p4r.StreamMessageResponse(digest=dl))
 
     # -- pipeline config -----------------------------------------------------------------------

@@ -4,8 +4,8 @@ Queues only build in a software switch when a port drains slower than packets ar
 the rate is what makes ECN marking observable: BMv2 sets it in packets per second over
 Thrift (`set_queue_rate`); here it can also be bits per second, which keeps the emulated
 link speed right whatever the packet sizes. A packet's departure time is fixed when it is
-enqueued (as BMv2's rate-limited queueing logic does): max(now, previous departure) plus
-its service time. Depth counts packets, like BMv2; arrivals to a full queue are dropped.
+enqueued, as BMv2's rate-limited queueing logic does: max(now, the time the previous
+packet's service ends) — a packet reaching an idle port leaves at once. Depth counts packets, like BMv2; arrivals to a full queue are dropped.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Shaping:
 class PortQueue:
     shaping: Shaping
     items: deque[tuple[float, Any]] = field(default_factory=deque)  # (departure time, packet)
-    last_departure: float = 0.0
+    free_at: float = 0.0  # when the port finishes serving the last packet queued
     enqueued: int = 0
     dropped: int = 0
 
@@ -61,8 +61,8 @@ class TrafficManager:
         if len(q.items) >= q.shaping.depth_pkts:
             q.dropped += 1
             return False
-        departure = max(now, q.last_departure) + q.shaping.service_time(length)
-        q.last_departure = departure
+        departure = max(now, q.free_at)
+        q.free_at = departure + q.shaping.service_time(length)
         q.items.append((departure, packet))
         q.enqueued += 1
         return True

@@ -87,11 +87,14 @@ def test_queue_rate_depth_and_tail_drop():
     tm.set_rate_pps(100, 1)
     assert [tm.enqueue(1, i, 100, now=0.0) for i in range(5)] == [True, True, True, False, False]
     assert tm.queue(1).dropped == 2
-    assert tm.departures(0.005) == []
-    assert tm.departures(0.0101) == [(1, 0, 2)]  # departs after 10 ms, two left behind
-    assert [p for _, p, _ in tm.departures(1.0)] == [1, 2]
+    assert tm.departures(0.0) == [(1, 0, 2)]  # an idle port sends at once, two left behind
+    assert tm.departures(0.0099) == []
+    assert tm.departures(0.0101) == [(1, 1, 1)]  # then one packet per 10 ms
+    assert [p for _, p, _ in tm.departures(1.0)] == [2]
     tm.set_rate_bps(8_000, 2)  # 1000 bytes take one second
     tm.enqueue(2, "a", 1000, now=0.0)
+    tm.enqueue(2, "b", 1000, now=0.0)
+    assert tm.departures(0.5) == [(2, "a", 1)]
     assert tm.next_departure() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="positive"):
         tm.set_rate_pps(0)
