@@ -101,7 +101,9 @@ class Env:
     # -- the environment API ---------------------------------------------------------------
 
     @functools.partial(jax.jit, static_argnums=0)
-    def reset(self, key: jax.Array, traffic: TrafficParams | None = None) -> tuple[jnp.ndarray, EnvState]:
+    def reset(
+        self, key: jax.Array, traffic: TrafficParams | None = None
+    ) -> tuple[jnp.ndarray, EnvState]:
         traffic = self.traffic if traffic is None else traffic
         params = sample(key, self.table, traffic, self.per_host, self.incast_flows)
         net = network.init(params, self.slots, self.ring)
@@ -125,7 +127,11 @@ class Env:
         history = jax.tree.map(lambda h, x: jnp.concatenate([h[1:], x[None]]), state.history, tel)
         reward = REWARDS[self.reward_kind](tel)
         done = net.t >= self.traffic.duration_s
-        info = {"telemetry": tel, "fct": net.fct, "dropped": net.counters.dropped_bytes[self.fabric.ports]}
+        info = {
+            "telemetry": tel,
+            "fct": net.fct,
+            "dropped": net.counters.dropped_bytes[self.fabric.ports],
+        }
         new = EnvState(net, state.params, history, state.interval + 1)
         return observation(history, self.features), new, reward, done, info
 

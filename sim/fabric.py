@@ -70,7 +70,10 @@ class Fabric:
 
 
 def build(topology: Topology, buffer_bytes: float | None = None) -> Fabric:
-    """Directed links of a topology; queues hold `buffer_bytes` (default: 64 MTUs, BMv2's 64 packets)."""
+    """Directed links of a topology.
+
+    Queues hold `buffer_bytes` (default: 64 MTUs, BMv2's default depth of 64 packets).
+    """
     names: list[tuple[str, int]] = []
     cap, delay = [], []
     for lk in topology.links:
@@ -96,7 +99,15 @@ def build(topology: Topology, buffer_bytes: float | None = None) -> Fabric:
         switch_ports[s, : len(mine)] = mine
     hosts = list(topology.hosts)
     host_uplink = np.array([names.index((h, 0)) for h in hosts])
-    hop_counts = [
-        len(topology.paths(hosts[0], h)[0]) + 1 for h in hosts[1:]
-    ] or [1]
-    return Fabric(topology, links, names, ports, port_switch, switch_ports, hosts, host_uplink, max(hop_counts))
+    hop_counts = [len(topology.paths(hosts[0], h)[0]) + 1 for h in hosts[1:]] or [1]
+    return Fabric(
+        topology,
+        links,
+        names,
+        ports,
+        port_switch,
+        switch_ports,
+        hosts,
+        host_uplink,
+        max(hop_counts),
+    )

@@ -185,7 +185,9 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     q_after = queue_of(backlog + arrive)
     arrivals = queue_of(arrive)
     overflow = jnp.maximum(0.0, q_after - params.buffer)
-    drop_frac = jnp.where(arrivals > 0, jnp.minimum(1.0, overflow / jnp.maximum(arrivals, 1e-9)), 0.0)
+    drop_frac = jnp.where(
+        arrivals > 0, jnp.minimum(1.0, overflow / jnp.maximum(arrivals, 1e-9)), 0.0
+    )
     dropped = jnp.where(hop_ok, arrive * drop_frac[link], 0.0)
     keep = 1.0 - jnp.where(hop_ok, drop_frac[link], 0.0)
     backlog = backlog + arrive * keep
@@ -202,7 +204,9 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     ring_lost = s.ring_lost.at[pos, cols].add(lost)
     now = s.step % ring
     acked, echoed, lost_fb = ring_acked[now], ring_marked[now], ring_lost[now]
-    ring_acked, ring_marked, ring_lost = (r.at[now].set(0.0) for r in (ring_acked, ring_marked, ring_lost))
+    ring_acked, ring_marked, ring_lost = (
+        r.at[now].set(0.0) for r in (ring_acked, ring_marked, ring_lost)
+    )
     cc = transport.UPDATES[kind](s.cc, acked, echoed, lost_fb, dt, params.line_rate[fid])
 
     # 6. completions

@@ -117,7 +117,9 @@ class Traffic:
 
     def max_flows(self, fabric: Fabric) -> tuple[int, int]:
         """Static sizes: Poisson flows per host (mean + 6 sigma) and incast flows in total."""
-        c = min(load_cdf(self.workload).mean_bytes, load_cdf(self.switch_to or self.workload).mean_bytes)
+        c = min(
+            load_cdf(self.workload).mean_bytes, load_cdf(self.switch_to or self.workload).mean_bytes
+        )
         rate = float(np.max(fabric.links.capacity[fabric.host_uplink])) * self.load / c
         mean = rate * self.duration_s
         per_host = int(mean + 6 * np.sqrt(mean) + 8)
@@ -138,7 +140,11 @@ def sample(
     k_gap, k_size1, k_size2, k_dst, k_path, k_inc, k_inc_dst = jax.random.split(key, 7)
 
     # Poisson sources: rate = load * link / mean size (per phase)
-    mean = jnp.where(jnp.isfinite(traffic.switch_at_s), jnp.minimum(traffic.first.mean, traffic.second.mean), traffic.first.mean)
+    mean = jnp.where(
+        jnp.isfinite(traffic.switch_at_s),
+        jnp.minimum(traffic.first.mean, traffic.second.mean),
+        traffic.first.mean,
+    )
     rate = traffic.load * table.uplink_rate / mean  # flows per second per host
     gaps = jax.random.exponential(k_gap, (n_hosts, per_host)) / rate[:, None]
     start = jnp.cumsum(gaps, axis=1)

@@ -5,7 +5,8 @@ the rate is what makes ECN marking observable: BMv2 sets it in packets per secon
 Thrift (`set_queue_rate`); here it can also be bits per second, which keeps the emulated
 link speed right whatever the packet sizes. A packet's departure time is fixed when it is
 enqueued, as BMv2's rate-limited queueing logic does: max(now, the time the previous
-packet's service ends) — a packet reaching an idle port leaves at once. Depth counts packets, like BMv2; arrivals to a full queue are dropped.
+packet's service ends) — a packet reaching an idle port leaves at once. Depth counts
+packets, like BMv2; arrivals to a full queue are dropped.
 """
 
 from __future__ import annotations
