@@ -311,6 +311,9 @@ class Switch:
                         for frame in port.receive(RX_BATCH):
                             self.stats.rx += 1
                             self.receive(port.number, frame)
+                            # Egress what is due before the next ingress, as BMv2's egress
+                            # thread would: a packet reaching an idle port leaves it empty.
+                            self.run_departures(time.monotonic())
                     while injected:
                         in_port, frame = injected.popleft()
                         self.stats.from_cpu += 1
