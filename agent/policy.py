@@ -6,6 +6,7 @@ additionally accept the outcome of their last decision (`observe`) and can be sa
 restored, so a restarted controller resumes where it stopped.
 
     load_policy("static:secn1")          a static baseline (agent/static.py)
+    load_policy("static:20KB,80KB,0.1")  explicit kmin, kmax (bytes, or KB/MB), pmax
     load_policy("acc:path/to/ckpt")      a DDQN agent (agent/ddqn.py)
     load_policy("pet:path/to/ckpt")      an IPPO agent (agent/ippo.py)
 """
@@ -38,8 +39,12 @@ class LearningPolicy(Policy, Protocol):
 LEARNED_KINDS: dict[str, str] = {}  # "acc" -> module that provides load(path) (filled as they land)
 
 
-def load_policy(spec: str) -> Policy:
-    """A policy from 'kind:argument' (see the module docstring)."""
+def load_policy(spec: str | Policy) -> Policy:
+    """A policy from 'kind:argument' (see the module docstring); a Policy is used as it is."""
+    if not isinstance(spec, str):
+        if not isinstance(spec, Policy):
+            raise TypeError(f"not a policy: {spec!r} (needs .name and .act(history))")
+        return spec
     kind, sep, arg = spec.partition(":")
     if not sep or not arg:
         raise ValueError(

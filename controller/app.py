@@ -88,6 +88,8 @@ class SwitchRunner:
         )
 
     async def _ready(self, sw: fy.Switch) -> None:
+        sw.create_task(self._read_digests(sw), name=f"{self.name}-digests")
+        sw.create_task(self._read_packets(sw), name=f"{self.name}-packets")
         await sw.delete_all()
         await sw.insert(forwarding_entities(self.config.topology, self.name))
         await sw.write(
@@ -103,9 +105,10 @@ class SwitchRunner:
                 )
             ]
         )
+        if not self.loop.current():  # first start: decide before any traffic is seen
+            first = self.loop.tick(time.time())
+            self.log.write(first.rows)
         await self.write_thresholds(self.loop.current())
-        sw.create_task(self._read_digests(sw), name=f"{self.name}-digests")
-        sw.create_task(self._read_packets(sw), name=f"{self.name}-packets")
         sw.create_task(self._tick(sw), name=f"{self.name}-tick")
         self.ready.set()
         log.info("%s ready (forwarding installed, %s)", self.name, self.policy.name)
@@ -130,7 +133,8 @@ class SwitchRunner:
         next_at = time.monotonic() + interval
         while True:
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-            next_at += interval
+            # one decision per interval; intervals missed while busy are skipped, not replayed
+            next_at = max(next_at + interval, time.monotonic())
             decision = self.loop.tick(time.time())
             await self.write_thresholds(decision.writes)
             self.log.write(decision.rows)

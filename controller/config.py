@@ -20,11 +20,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
 from ecntune.topology import Topology, preset
+
+if TYPE_CHECKING:
+    from ecntune.agent.policy import Policy
 
 WritePath = Literal["auto", "register", "packet_out"]
 
@@ -36,7 +39,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class ControllerConfig:
     topology: Topology
-    policy: str = "static:secn1"
+    policy: str | Policy = "static:secn1"  # a Policy object when embedding the controller
     fallback: str = "static:secn1"
     interval_s: float = 0.1
     write_path: WritePath = "auto"

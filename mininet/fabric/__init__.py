@@ -5,3 +5,9 @@ nodes.py (hosts and switches) → net.py (a Topology running in Mininet) → sce
 leaves nothing behind; commands.py and demo.py are the `ecntune fabric` and `ecntune demo`
 commands.
 """
+
+import logging
+
+# Mininet installs its own Logger class on import; loggers created after that (JAX's, on
+# the controller's first import) carry a level JAX refuses. Create JAX's logger first.
+logging.getLogger("jax")

@@ -193,6 +193,18 @@ class P4Switch(Switch):
         self.proc = targets.start(self.target, spec)
         self.configure_queues()
 
+    def restart(self) -> None:
+        """Kill the switch process and start a bare one on the same ports and addresses.
+
+        To the controller this is a switch that crashed and came back: no pipeline, no
+        entries, no registers; it must reprogram everything.
+        """
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = targets.start(self.target, self.spec())
+        self.configure_queues()
+
     def configure_queues(self) -> None:
         """Egress rate and buffer limit per port, over the control port.
 

@@ -1,0 +1,219 @@
+"""The controller against live switches in real network namespaces (issue 5's acceptance).
+
+A tiny fabric (one switch, four hosts at 10 Mbit/s) runs the embedded target, and BMv2
+where installed; the controller (finsy, gRPC) programs it and closes the loop; traffic is
+real UDP from the hosts (ecntune.traffic.burst), so every count below is known.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ecntune.agent.static import StaticPolicy
+from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.controller.app import run_in_background
+from ecntune.controller.config import ControllerConfig
+from ecntune.fabric.net import Fabric, FabricOptions
+from ecntune.p4runtime_client import P4RuntimeClient, P4RuntimeClientError, load_p4info
+from ecntune.p4src import PROGRAM
+from ecntune.p4src import encoding as enc
+from ecntune.topology import preset
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.parametrize("switch", ["embedded", pytest.param("bmv2", marks=pytest.mark.bmv2)]),
+]
+
+INTERVAL = 0.1
+PAYLOAD = 500
+FRAME = 14 + 20 + 8 + PAYLOAD
+RECEIVER_PORT = 4  # h4 is behind s1's port 4
+HIGH = "static:90KB,90KB,1"  # never reached: 128 queued 542-byte frames are 69 KB
+# Ports drain at 10 Mbit/s of full-size frames (BMv2 rates queues in packets/s): 833
+# packets/s, so 2:1 bursts of small packets queue quickly.
+LOW = "static:0,1,1"  # anything queued behind a packet marks it
+
+
+@pytest.fixture
+def fabric(switch: str, tmp_path: Path):
+    options = FabricOptions(
+        switch=switch,
+        port_offset=random.randrange(1000, 20000, 10),
+        workdir=tmp_path / "switches",
+    )
+    with Fabric(preset("tiny"), options) as fab:
+        yield fab
+
+
+def controller(fab: Fabric, log: Path, policy: object = "static:secn1", **kw: object):
+    config = ControllerConfig(
+        topology=fab.topology,
+        policy=policy,
+        switches={n: s.grpc_addr for n, s in fab.specs.items()},
+        telemetry_log=log,
+        interval_s=INTERVAL,
+        baseline_intervals=0,
+        **kw,
+    )
+    return run_in_background(config)
+
+
+def send(fab: Fabric, senders: list[str], packets: int, ecn: int = 2) -> None:
+    """`packets` UDP packets from each sender to h4 at once; returns when all are sent."""
+    start_at = time.time() + 0.3
+
+    def argv(i: int) -> list[str]:
+        return [
+            *(sys.executable, "-m", "ecntune.traffic.burst", "send", "--dst", "10.0.0.4"),
+            *("--sender", str(i), "--packets", str(packets), "--size", str(PAYLOAD)),
+            *("--ecn", str(ecn), "--start-at", str(start_at)),
+        ]
+
+    procs = [fab.host(h).popen(argv(i)) for i, h in enumerate(senders)]
+    for p in procs:
+        assert p.wait(30) == 0
+
+
+def flush(fab: Fabric) -> None:
+    """Digests are sent by the next packet after an interval: one more packet closes it."""
+    time.sleep(3 * INTERVAL)
+    send(fab, ["h1"], 1)
+    time.sleep(3 * INTERVAL)
+
+
+def rows(log: Path, port: int = RECEIVER_PORT, since: float = 0.0) -> list[dict]:
+    out = [json.loads(line) for line in log.read_text().splitlines()]
+    return [r for r in out if r["port"] == port and r["t"] >= since]
+
+
+def total(rs: list[dict], key: str) -> float:
+    return sum(r[key] for r in rs)
+
+
+def test_digests_count_known_traffic_exactly(fabric: Fabric, tmp_path: Path):
+    log = tmp_path / "telemetry.jsonl"
+    with controller(fabric, log, HIGH):
+        time.sleep(0.5)
+        t0 = time.time()
+        send(fabric, ["h1", "h2"], 50)  # 100 packets fit the 128-packet queue: no drops
+        flush(fabric)
+    rs = rows(log, since=t0)
+    assert total(rs, "tx_pkts") == 100  # the flush packet opens the next interval
+    assert total(rs, "tx_bytes") == 100 * FRAME
+    assert total(rs, "marked_pkts") == 0  # never near kmin
+    busy = [r for r in rs if r["tx_pkts"] > 0]
+    assert max(r["senders"] for r in busy) == pytest.approx(2, abs=0.5)  # two sources
+    # the digests carry the thresholds the controller wrote
+    assert {(r["kmin_bytes"], r["kmax_bytes"], r["pmax"]) for r in busy} == {(90_000, 90_000, 1)}
+    # a 2:1 burst built a queue the digests saw
+    assert max(r["qdepth_max_bytes"] for r in busy) > 10 * FRAME
+    assert not rows(log, port=1, since=t0) or total(rows(log, port=1, since=t0), "tx_pkts") == 0
+
+
+@pytest.mark.parametrize("write_path", ["register", "packet_out"])
+def test_each_write_path_changes_marking(fabric: Fabric, tmp_path: Path, switch, write_path):
+    if switch == "bmv2" and write_path == "register":
+        pytest.skip("BMv2's P4Runtime server does not implement RegisterEntry")
+    marked = {}
+    for policy in (HIGH, LOW):
+        log = tmp_path / f"{policy.replace(':', '-')}.jsonl"
+        with controller(fabric, log, policy, write_path=write_path) as c:
+            time.sleep(0.5)
+            t0 = time.time()
+            send(fabric, ["h1", "h2"], 100)
+            flush(fabric)
+            assert c.runners["s1"].write_path == write_path
+        marked[policy] = total(rows(log, since=t0), "marked_pkts")
+    assert marked[HIGH] == 0
+    assert marked[LOW] > 50  # most of a 2:1 burst queues behind something
+
+
+def test_a_restarted_switch_is_reprogrammed_with_its_thresholds(fabric: Fabric, tmp_path: Path):
+    log = tmp_path / "telemetry.jsonl"
+    with controller(fabric, log, "static:30KB,60KB,0.5") as c:
+        time.sleep(0.5)
+        fabric.switch("s1").restart()  # a bare switch: no pipeline, no routes, no thresholds
+        restarted = time.time()
+        deadline = restarted + 15
+        seen: list[dict] = []
+        while time.time() < deadline and not seen:
+            send(fabric, ["h1"], 20)
+            time.sleep(0.5)
+            seen = [r for r in rows(log, since=restarted) if r["tx_pkts"] > 0]
+        assert seen, "no telemetry within 15 s of the restart"
+        assert (seen[0]["kmin_bytes"], seen[0]["kmax_bytes"], seen[0]["pmax"]) == (
+            30_000,
+            60_000,
+            0.5,
+        )
+        assert c.runners["s1"].loop.guard.mode == "agent"  # no fallback for a restart
+
+
+def test_a_lower_election_id_cannot_write(fabric: Fabric, tmp_path: Path):
+    addr = fabric.specs["s1"].grpc_addr
+    with (
+        controller(fabric, tmp_path / "t.jsonl", election_id=100),
+        P4RuntimeClient(addr, 0, election_id=5) as rival,
+    ):
+        assert not rival.become_primary()
+        rival.use_p4info(load_p4info(PROGRAM.p4info_path))
+        with pytest.raises(P4RuntimeClientError) as e:
+            rival.write_registers(enc.encode_thresholds(0, 1, 1).as_dict(), index=RECEIVER_PORT)
+        assert e.value.code == "PERMISSION_DENIED"
+
+
+@dataclass
+class Raising:
+    """An agent that works for a while, then raises (a bug, a NaN, a lost checkpoint)."""
+
+    after: int
+    calls: int = 0
+    name: str = "raising"
+
+    def act(self, history: PortTelemetry) -> EcnThresholds:
+        self.calls += 1
+        if self.calls > self.after:
+            raise RuntimeError("agent exploded")
+        return StaticPolicy("secn2").act(history)
+
+
+def test_an_agent_that_raises_falls_back_to_the_static_preset(fabric: Fabric, tmp_path: Path):
+    log = tmp_path / "telemetry.jsonl"
+    with controller(fabric, log, Raising(after=5)) as c:
+        time.sleep(1.5)
+        send(fabric, ["h1"], 20)  # the controller still runs and still sees traffic
+        flush(fabric)
+        guard = c.runners["s1"].loop.guard
+        assert guard.mode == "fallback"
+        assert "agent exploded" in guard.reason
+    late = [r for r in rows(log) if r["mode"] == "fallback"]
+    assert late
+    assert {r["policy"] for r in late} == {"static:secn1"}
+    assert total(late, "tx_pkts") >= 20
+
+
+def test_bogus_telemetry_falls_back_instead_of_crashing(fabric: Fabric, tmp_path: Path):
+    log = tmp_path / "telemetry.jsonl"
+    with controller(fabric, log, "static:secn2") as c:
+        time.sleep(0.5)
+        # counters no 10 Mbit/s port can produce in one interval: a wrapped or corrupt counter
+        spec = fabric.specs["s1"]
+        fabric.switch("s1").target.control(
+            spec, f"register_write tel_tx_bytes {RECEIVER_PORT} 4000000000"
+        )
+        send(fabric, ["h1"], 5)
+        flush(fabric)
+        guard = c.runners["s1"].loop.guard
+        assert guard.mode == "fallback"
+        assert "exceeds the link" in guard.reason
+        send(fabric, ["h1"], 20)
+        flush(fabric)
+    assert total(rows(log, since=0), "tx_pkts") >= 20  # telemetry kept flowing
