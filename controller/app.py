@@ -24,7 +24,8 @@ from typing import Any, TextIO
 import finsy as fy
 from finsy.p4client import P4ClientError
 
-from ecntune.agent.policy import LearningPolicy, load_policy
+from ecntune.agent.policy import LearningPolicy, Policy, load_policy
+from ecntune.agent.static import StaticPolicy
 from ecntune.controller.config import ControllerConfig
 from ecntune.controller.forwarding import forwarding_entities
 from ecntune.controller.loop import SwitchLoop
@@ -66,10 +67,12 @@ class SwitchRunner:
         topo = config.topology
         ports = {p: topo.port_bw(name, p) for _, p in topo.ports(name)}
         self.policy = load_policy(config.policy)
+        # A static setting is what the user asked for: nothing to measure it against.
+        baseline = 0 if isinstance(self.policy, StaticPolicy) else config.baseline_intervals
         self.loop = SwitchLoop(
             name, ports, self.policy, load_policy(config.fallback),
             interval_s=config.interval_s, buffer_bytes=config.buffer_bytes,
-            guard=Guard(config.fallback_after, config.baseline_intervals),
+            guard=Guard(config.fallback_after, baseline),
             reward=config.reward, min_write_interval_s=config.min_write_interval_s,
         )  # fmt: skip
         self.write_path = config.write_path
@@ -233,11 +236,22 @@ def run_in_background(config: ControllerConfig, timeout_s: float = 60.0) -> Iter
 
 
 def control_plane(
-    topology: Topology, specs: dict[str, SwitchSpec], policy: str, telemetry_log: Path | None
+    topology: Topology,
+    specs: dict[str, SwitchSpec],
+    policy: str | Policy,
+    telemetry_log: Path | None,
+    **settings: Any,
 ) -> contextlib.AbstractContextManager[Controller]:
-    """The demo's hook: a controller for a running fabric, with one policy, logging telemetry."""
+    """The demo's hook: a controller for a running fabric, with one policy, logging telemetry.
+
+    `settings` are further ControllerConfig fields (interval_s, write_path, ...).
+    """
     switches = {name: spec.grpc_addr for name, spec in specs.items()}
     config = ControllerConfig(
-        topology=topology, policy=policy, switches=switches, telemetry_log=telemetry_log
+        topology=topology,
+        policy=policy,
+        switches=switches,
+        telemetry_log=telemetry_log,
+        **settings,
     )
     return run_in_background(config)
