@@ -36,7 +36,7 @@ class LearningPolicy(Policy, Protocol):
     def save(self, path: Path) -> None: ...
 
 
-LEARNED_KINDS: dict[str, str] = {}  # "acc" -> module that provides load(path) (filled as they land)
+LEARNED_KINDS = {"acc": "ecntune.agent.ddqn"}  # kind -> module that provides load(path)
 
 
 def load_policy(spec: str | Policy) -> Policy:

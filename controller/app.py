@@ -36,6 +36,8 @@ from ecntune.targets import SwitchSpec
 from ecntune.topology import Topology
 
 log = logging.getLogger("ecntune.controller")
+# finsy warns on every connect that the switch has no gNMI; ecntune never uses gNMI.
+logging.getLogger("finsy").addFilter(lambda r: "gNMI is not implemented" not in r.getMessage())
 
 UNIMPLEMENTED = 12  # google.rpc.Code
 

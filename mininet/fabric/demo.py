@@ -10,7 +10,8 @@ and report.md in --out. Everything underneath is ecntune.fabric (fabric, scenari
 the control planes come from the controller, which installs the pipeline and routes from
 the same Topology and logs telemetry (report.telemetry_row) while it runs a policy:
 `ecntune.controller.control_plane(topology, specs, policy, telemetry_log)`, a context
-manager; policy "static:<baseline>" or "agent:<checkpoint>".
+manager; policy "static:<baseline>" or "acc:<checkpoint>" ("acc:default" is the agent
+trained in the simulator for this fabric and shipped with ecntune).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from ecntune.topology import PRESETS
 
-DEFAULT_POLICIES = ("static:secn1", "agent:default")
+DEFAULT_POLICIES = ("static:secn1", "acc:default")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -70,11 +71,15 @@ def run_demo(args: argparse.Namespace) -> int:
     )
     policies = args.policy or list(DEFAULT_POLICIES)
 
+    options = FabricOptions(switch=args.target, workdir=out / "switches")
+    buffer_bytes = options.queue_depth_pkts * 1500  # kmax never beyond what a queue holds
+
     def plane(policy: str):
-        return lambda fab, telemetry: control_plane(fab.topology, fab.specs, policy, telemetry)
+        return lambda fab, telemetry: control_plane(
+            fab.topology, fab.specs, policy, telemetry, buffer_bytes=buffer_bytes
+        )
 
     phases = {policy.replace(":", "-"): plane(policy) for policy in policies}
-    options = FabricOptions(switch=args.target, workdir=out / "switches")
     with Fabric(topo, options) as fab:
         run_phases(fab, scenario, phases, out)
     table = write_report(

@@ -1,0 +1,321 @@
+"""ACC's agent (SIGCOMM'21 §3-4): double DQN over the ECN action template, one per switch.
+
+Read top to bottom, CleanRL-style:
+
+    QNetwork            an MLP from one port's observation (k intervals of features) to
+                        one Q-value per template action; every port of a switch shares it
+    epsilon(step)       exploration, decaying exponentially (ACC §4.2)
+    select_actions      ε-greedy per port
+    td_loss             the double-Q target: a* = argmax_a Q_online(s', a),
+                        y = r + γ·Q_target(s', a*), Huber loss on Q_online(s, a) − y
+    update              one Adam step; the target network is a periodic hard copy
+    Replay              per-switch local buffers plus a global buffer that every switch's
+                        experience is copied into every `exchange_every` intervals (ACC's
+                        "global replay"); batches are half local, half global
+    DdqnPolicy          the trained agent behind agent/policy.py's interface: the controller
+                        calls act() every interval, observe() for online fine-tuning, save()
+    save / load         one msgpack file with the parameters and the config (atomic write)
+
+Idle queues skip inference (ACC §4.3): a port that sent nothing in the last interval keeps
+its setting. Training in the simulator is in agent/train.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import flashbax as fbx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx, serialization
+
+from ecntune.agent.actions import ACC_PMAX, ActionTemplate, acc_template
+from ecntune.agent.features import FeatureSet, observation, observation_size
+from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+
+FORMAT = "ecntune-ddqn/1"
+# Trained for the demo's fabric (star8, 20 Mbit/s) by the command in docs/results/README.md;
+# "acc:default" names it.
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "acc-star8.msgpack"
+
+
+@dataclasses.dataclass(frozen=True)
+class DdqnConfig:
+    features: FeatureSet = "acc"
+    hidden: tuple[int, ...] = (64, 64)
+    levels: int = 10  # kmin, kmax = α·2^n, n < levels
+    pmax: tuple[float, ...] = ACC_PMAX
+    lr: float = 1e-3
+    gamma: float = 0.9  # a few intervals of lookahead: a setting acts within ~10 RTTs
+    batch_size: int = 64
+    buffer_size: int = 50_000
+    min_buffer: int = 256
+    target_every: int = 200  # updates between hard copies to the target network
+    exchange_every: int = 20  # intervals between copies of local experience to global
+    eps_start: float = 1.0
+    eps_end: float = 0.02
+    eps_decay: float = 1000.0  # ε = end + (start − end)·exp(−step / decay), in intervals
+
+    @property
+    def template(self) -> ActionTemplate:
+        return acc_template(self.levels, self.pmax)
+
+
+class QNetwork(nnx.Module):
+    def __init__(self, obs_size: int, hidden: tuple[int, ...], n_actions: int, rngs: nnx.Rngs):
+        sizes = (obs_size, *hidden)
+        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in itertools.pairwise(sizes)])
+        self.head = nnx.Linear(sizes[-1], n_actions, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for layer in self.layers:
+            x = jax.nn.relu(layer(x))
+        return self.head(x)
+
+
+def build_network(config: DdqnConfig, key: jax.Array) -> tuple[nnx.GraphDef, nnx.State]:
+    """The network's structure (static) and its parameters (a pytree)."""
+    net = QNetwork(
+        observation_size(config.features),
+        config.hidden,
+        config.template.n_actions,
+        nnx.Rngs(params=key),
+    )
+    return nnx.split(net)
+
+
+def q_values(graph: nnx.GraphDef, params: nnx.State, obs: jax.Array) -> jax.Array:
+    return nnx.merge(graph, params)(obs)
+
+
+def epsilon(config: DdqnConfig, step: jax.Array | int) -> jax.Array:
+    decay = jnp.exp(-jnp.asarray(step, jnp.float32) / config.eps_decay)
+    return config.eps_end + (config.eps_start - config.eps_end) * decay
+
+
+def select_actions(
+    graph: nnx.GraphDef, params: nnx.State, obs: jax.Array, key: jax.Array, eps: jax.Array
+) -> jax.Array:
+    """ε-greedy per row of `obs` (one row per port)."""
+    greedy = jnp.argmax(q_values(graph, params, obs), axis=-1)
+    k_explore, k_action = jax.random.split(key)
+    n_actions = q_values(graph, params, obs[:1]).shape[-1]
+    random = jax.random.randint(k_action, greedy.shape, 0, n_actions)
+    explore = jax.random.uniform(k_explore, greedy.shape) < eps
+    return jnp.where(explore, random, greedy)
+
+
+class Transition(NamedTuple):
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    next_obs: jax.Array
+    done: jax.Array
+
+
+def td_loss(
+    params: nnx.State,
+    target_params: nnx.State,
+    graph: nnx.GraphDef,
+    batch: Transition,
+    gamma: float,
+) -> jax.Array:
+    """Double DQN (van Hasselt et al.): the online network picks a*, the target values it."""
+    q = q_values(graph, params, batch.obs)
+    q_taken = jnp.take_along_axis(q, batch.action[:, None], axis=-1)[:, 0]
+    best_next = jnp.argmax(q_values(graph, params, batch.next_obs), axis=-1)
+    q_next = q_values(graph, target_params, batch.next_obs)
+    bootstrap = jnp.take_along_axis(q_next, best_next[:, None], axis=-1)[:, 0]
+    target = batch.reward + gamma * (1.0 - batch.done) * bootstrap
+    return jnp.mean(optax.huber_loss(q_taken, jax.lax.stop_gradient(target)))
+
+
+class Learner(NamedTuple):
+    """Everything one switch's agent learns with: a pytree, so updates are pure functions."""
+
+    params: nnx.State
+    target_params: nnx.State
+    opt_state: optax.OptState
+    updates: jax.Array
+
+
+def make_optimizer(config: DdqnConfig) -> optax.GradientTransformation:
+    return optax.chain(optax.clip_by_global_norm(10.0), optax.adam(config.lr))
+
+
+def init_learner(config: DdqnConfig, params: nnx.State) -> Learner:
+    return Learner(params, params, make_optimizer(config).init(params), jnp.int32(0))
+
+
+def update(config: DdqnConfig, graph: nnx.GraphDef, learner: Learner, batch: Transition):
+    """One gradient step on the TD loss; copy to the target network every `target_every`."""
+    loss, grads = jax.value_and_grad(td_loss)(
+        learner.params, learner.target_params, graph, batch, config.gamma
+    )
+    step, opt_state = make_optimizer(config).update(grads, learner.opt_state, learner.params)
+    params = optax.apply_updates(learner.params, step)
+    updates = learner.updates + 1
+    copy = updates % config.target_every == 0
+    target = jax.tree.map(lambda p, t: jnp.where(copy, p, t), params, learner.target_params)
+    return Learner(params, target, opt_state, updates), loss
+
+
+class Replay:
+    """Per-switch local buffers and one global buffer (flashbax item buffers)."""
+
+    def __init__(self, config: DdqnConfig, switches: int, example: Transition) -> None:
+        half = max(1, config.batch_size // 2)
+        self.buffer = fbx.make_item_buffer(
+            max_length=config.buffer_size,
+            min_length=config.min_buffer,
+            sample_batch_size=half,
+            add_batches=True,
+        )
+        self.local = [self.buffer.init(example) for _ in range(switches)]
+        self.glob = self.buffer.init(example)
+        self._add = jax.jit(self.buffer.add, donate_argnums=0)
+        self._sample = jax.jit(self.buffer.sample)
+
+    def add(self, switch: int, batch: Transition) -> None:
+        self.local[switch] = self._add(self.local[switch], batch)
+
+    def exchange(self, recent: list[Transition]) -> None:
+        """ACC's global replay: every switch's recent experience, seen by all."""
+        for batch in recent:
+            self.glob = self._add(self.glob, batch)
+
+    def ready(self, switch: int) -> bool:
+        return bool(self.buffer.can_sample(self.local[switch]))
+
+    def sample(self, switch: int, key: jax.Array) -> Transition:
+        """Half local, half global (all local until the global buffer has enough)."""
+        k1, k2 = jax.random.split(key)
+        glob = self.glob if self.buffer.can_sample(self.glob) else self.local[switch]
+        a = self._sample(self.local[switch], k1).experience
+        b = self._sample(glob, k2).experience
+        return jax.tree.map(lambda x, y: jnp.concatenate([x, y]), a, b)
+
+
+# -- the trained agent, as the controller and the simulator use it ----------------------------
+
+
+class DdqnPolicy:
+    """A trained ACC agent for one switch: act() every interval, optionally learn online."""
+
+    def __init__(
+        self,
+        config: DdqnConfig,
+        params: nnx.State,
+        online: bool = False,
+        seed: int = 0,
+        name: str = "acc",
+    ) -> None:
+        self.config, self.online, self.name = config, online, name
+        self.graph, _ = build_network(config, jax.random.key(0))
+        self.template = config.template
+        self.learner = init_learner(config, params)
+        self.key = jax.random.key(seed)
+        self.steps = 0
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
+        self._replay: Replay | None = None
+        self._greedy = jax.jit(lambda p, o: jnp.argmax(q_values(self.graph, p, o), axis=-1))
+        self._select = jax.jit(lambda p, o, k, e: select_actions(self.graph, p, o, k, e))
+        self._update = jax.jit(lambda lr, b: update(self.config, self.graph, lr, b))
+
+    @property
+    def params(self) -> nnx.State:
+        return self.learner.params
+
+    def act(self, history: PortTelemetry) -> EcnThresholds:
+        obs = np.asarray(observation(history, self.config.features), np.float32)  # (ports, F)
+        if self.online:
+            self.key, k = jax.random.split(self.key)
+            eps = epsilon(self.config, self.steps)
+            actions = np.asarray(self._select(self.params, obs, k, eps))
+        else:
+            actions = np.asarray(self._greedy(self.params, obs))
+        link_bps = np.asarray(history.link_bps)[-1]
+        chosen = self.template.thresholds(actions, link_bps)
+        # ACC §4.3: an idle queue keeps its setting (no inference needed, no churn)
+        idle = np.asarray(history.tx_bytes)[-1] <= 0
+        current = (history.kmin_bytes, history.kmax_bytes, history.pmax)
+        out = EcnThresholds(
+            *(
+                np.where(idle & (np.asarray(c)[-1] > 0), np.asarray(c)[-1], np.asarray(x))
+                for x, c in zip(chosen, current, strict=True)
+            )
+        )
+        self._last = (obs, actions)
+        return out
+
+    def observe(self, history: PortTelemetry, reward: Any) -> None:
+        """Online fine-tuning: the interval after the last act() is its outcome."""
+        if not self.online or self._last is None:
+            return
+        obs, actions = self._last
+        next_obs = np.asarray(observation(history, self.config.features), np.float32)
+        batch = Transition(
+            jnp.asarray(obs),
+            jnp.asarray(actions, jnp.int32),
+            jnp.asarray(np.asarray(reward, np.float32).reshape(-1)),
+            jnp.asarray(next_obs),
+            jnp.zeros(len(obs), jnp.float32),
+        )
+        if self._replay is None:
+            self._replay = Replay(self.config, 1, jax.tree.map(lambda x: x[0], batch))
+        self._replay.add(0, batch)
+        if self.steps % self.config.exchange_every == 0:
+            self._replay.exchange([batch])
+        self.steps += 1
+        if self._replay.ready(0):
+            self.key, k = jax.random.split(self.key)
+            self.learner, _ = self._update(self.learner, self._replay.sample(0, k))
+
+    def save(self, path: Path) -> None:
+        save(path, self.config, self.params, {"online_steps": self.steps})
+
+
+def save(path: Path, config: DdqnConfig, params: nnx.State, meta: dict[str, Any]) -> None:
+    """One file: config, metadata and parameters; written atomically (tmp + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blob = serialization.msgpack_serialize(
+        {
+            "format": FORMAT,
+            "config": json.dumps(dataclasses.asdict(config)),
+            "meta": json.dumps(meta),
+            "params": jax.device_get(nnx.to_pure_dict(params)),
+        }
+    )
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(blob)
+    os.replace(tmp, path)
+
+
+def load(path: Path, online: bool = False) -> DdqnPolicy:
+    """A policy from a checkpoint written by save() ("default": the shipped one)."""
+    path = DEFAULT_CHECKPOINT if str(path) == "default" else Path(path)
+    try:
+        raw = serialization.msgpack_restore(path.read_bytes())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"cannot read the ACC checkpoint {path}: {e}") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise ValueError(f"{path} is not an ecntune ACC checkpoint ({FORMAT})")
+    fields = json.loads(raw["config"])
+    fields["hidden"], fields["pmax"] = tuple(fields["hidden"]), tuple(fields["pmax"])
+    config = DdqnConfig(**fields)
+    _, template = build_network(config, jax.random.key(0))
+    try:
+        nnx.replace_by_pure_dict(template, raw["params"])
+    except (KeyError, ValueError) as e:
+        raise ValueError(f"{path}: parameters do not fit its config ({e})") from None
+    params = template
+    name = "acc:default" if path == DEFAULT_CHECKPOINT else f"acc:{path}"
+    return DdqnPolicy(config, params, online=online, name=name)
