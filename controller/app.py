@@ -68,7 +68,7 @@ class SwitchRunner:
         self.name, self.config, self.log = name, config, log_
         topo = config.topology
         ports = {p: topo.port_bw(name, p) for _, p in topo.ports(name)}
-        self.policy = load_policy(config.policy)
+        self.policy = self._load_policy(name, config)
         # A static setting is what the user asked for: nothing to measure it against.
         baseline = 0 if isinstance(self.policy, StaticPolicy) else config.baseline_intervals
         self.loop = SwitchLoop(
@@ -91,6 +91,19 @@ class SwitchRunner:
                 ready_handler=self._ready,
             ),
         )
+
+    @staticmethod
+    def _load_policy(name: str, config: ControllerConfig) -> Policy:
+        """The configured policy, or this switch's own checkpoint from an earlier run."""
+        policy = load_policy(config.policy)
+        saved = checkpoint_path(config, name)
+        if isinstance(config.policy, str) and saved is not None and saved.exists():
+            kind = config.policy.partition(":")[0]
+            policy = load_policy(f"{kind}:{saved}")
+            log.info("%s resumes from its checkpoint %s", name, saved)
+        if config.online_learning and hasattr(policy, "online"):
+            policy.online = True
+        return policy
 
     async def _ready(self, sw: fy.Switch) -> None:
         sw.create_task(self._read_digests(sw), name=f"{self.name}-digests")
@@ -147,10 +160,10 @@ class SwitchRunner:
 
     def _checkpoint(self, every: int = 100) -> None:
         """Learning agents are saved (atomically, by their save) every `every` intervals."""
-        where = self.config.checkpoint_dir
+        where = checkpoint_path(self.config, self.name)
         due = self.loop.guard.intervals % every == 0
         if where and due and isinstance(self.policy, LearningPolicy):
-            self.policy.save(where / self.name)
+            self.policy.save(where)
 
     async def write_thresholds(self, writes: list[tuple[int, enc.EcnRegisters]]) -> None:
         if not writes:
@@ -174,6 +187,12 @@ class SwitchRunner:
         await self.switch.write(
             [self._control(enc.OP_SET_ECN, enc.ecn_config_payload(p, r)) for p, r in writes]
         )
+
+
+def checkpoint_path(config: ControllerConfig, switch: str) -> Path | None:
+    if config.checkpoint_dir is None:
+        return None
+    return config.checkpoint_dir / f"{switch}.msgpack"
 
 
 def _unimplemented(e: P4ClientError) -> bool:

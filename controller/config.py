@@ -11,7 +11,8 @@ fallback_after: 20               # intervals below the static baseline before fa
 baseline_intervals: 20           # intervals under the fallback preset that measure the baseline
 reward: acc                      # acc | pet (agent/rewards.py)
 telemetry_log: results/telemetry.jsonl
-checkpoint_dir: results/agent-checkpoints
+checkpoint_dir: results/agent-checkpoints   # learning agents saved here; resumed on restart
+online_learning: false           # fine-tune learned agents online (decaying exploration)
 switches: {s1: 127.0.0.1:9559}   # default: 127.0.0.1:<grpc_port from the topology>
 """
 
@@ -50,6 +51,7 @@ class ControllerConfig:
     reward: Literal["acc", "pet"] = "acc"
     telemetry_log: Path | None = None
     checkpoint_dir: Path | None = None
+    online_learning: bool = False
     switches: dict[str, str] = field(default_factory=dict)
     election_id: int = 10
 

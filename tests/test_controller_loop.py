@@ -146,3 +146,34 @@ def test_config_is_validated_with_useful_messages(tmp_path):
     bad.write_text("topology: [unclosed")
     with pytest.raises(ConfigError, match="cannot read"):
         ControllerConfig.from_file(bad)
+
+
+def test_a_restarted_controller_resumes_from_the_switch_checkpoint(tmp_path):
+    import jax
+
+    from ecntune.agent import ddqn
+    from ecntune.controller.app import SwitchRunner, TelemetryLog
+
+    config = ddqn.DdqnConfig(pmax=(0.1, 1.0), levels=3)
+    graph, shipped = ddqn.build_network(config, jax.random.key(0))
+    _, tuned = ddqn.build_network(config, jax.random.key(1))
+    ddqn.save(tmp_path / "shipped.msgpack", config, shipped, {})
+    ckpts = tmp_path / "ckpts"
+    settings = {
+        "topology": preset("tiny"),
+        "policy": f"acc:{tmp_path / 'shipped.msgpack'}",
+        "checkpoint_dir": ckpts,
+        "online_learning": True,
+    }
+    first = SwitchRunner("s1", ControllerConfig(**settings), TelemetryLog(None))
+    assert first.policy.online
+    obs = np.eye(18, dtype=np.float32)[:3]
+    assert np.allclose(
+        ddqn.q_values(graph, first.policy.params, obs), ddqn.q_values(graph, shipped, obs)
+    )
+    # what the running controller saved (atomically) for s1 is what a restart picks up
+    ddqn.save(ckpts / "s1.msgpack", config, tuned, {"online_steps": 500})
+    again = SwitchRunner("s1", ControllerConfig(**settings), TelemetryLog(None))
+    assert np.allclose(
+        ddqn.q_values(graph, again.policy.params, obs), ddqn.q_values(graph, tuned, obs)
+    )
