@@ -343,6 +343,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="comma-separated pmax levels of the action template (default: ACC's 21)",
     )
+    t.add_argument("--levels", type=int, default=10, help="kmin/kmax = α·2^n, n < levels")
+    t.add_argument("--gamma", type=float, default=0.9, help="discount per interval")
     t.add_argument("--eps-decay", type=float, default=1000.0, help="ε decay, in intervals")
     t.add_argument("--save-every", type=int, default=10)
     t.add_argument("--out", type=Path, default=None, help="default: results/train-<algo>")
@@ -361,7 +363,7 @@ def run_train(args: argparse.Namespace) -> int:
     start = time.monotonic()
     from ecntune.agent.ddqn import DdqnConfig
 
-    config = DdqnConfig(eps_decay=args.eps_decay)
+    config = DdqnConfig(eps_decay=args.eps_decay, levels=args.levels, gamma=args.gamma)
     if args.pmax:
         config = dataclasses.replace(config, pmax=tuple(float(p) for p in args.pmax.split(",")))
     path = train_acc(
