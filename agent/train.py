@@ -212,11 +212,11 @@ def run_policy(env: Any, policy: Any, key: Any) -> dict[str, Any]:
     p = state.params
     fct = np.asarray(state.net.fct)
     ideal = np.asarray(p.size) / np.asarray(p.line_rate) + np.asarray(p.base_rtt)
-    finished = fct > 0
+    started = np.asarray(p.start) < env.traffic.duration_s
     return {
-        "slowdown": np.maximum(fct[finished] / ideal[finished], 1.0),
-        "size": np.asarray(p.size)[finished],
-        "started": int(np.sum(np.asarray(p.start) < env.traffic.duration_s)),
+        "slowdown": np.where(fct > 0, np.maximum(fct / ideal, 1.0), np.nan),  # per flow
+        "size": np.asarray(p.size),
+        "started": started,
         "queue": np.concatenate(queue) if queue else np.zeros(0),
         "utilisation": float(np.mean(np.concatenate(util))),
         "marked": float(np.mean(marks)),
@@ -224,11 +224,19 @@ def run_policy(env: Any, policy: Any, key: Any) -> dict[str, Any]:
     }
 
 
-def summarise(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    slow = np.concatenate([r["slowdown"] for r in runs])
-    size = np.concatenate([r["size"] for r in runs])
+def common_flows(runs: dict[str, list[dict[str, Any]]]) -> list[np.ndarray]:
+    """Per episode, the flows every policy completed: slowdowns compare like with like
+    (a policy that leaves its slowest flows unfinished must not look faster for it)."""
+    per_episode = zip(*runs.values(), strict=True)
+    return [np.logical_and.reduce([~np.isnan(r["slowdown"]) for r in eps]) for eps in per_episode]
+
+
+def summarise(name: str, runs: list[dict[str, Any]], common: list[np.ndarray]) -> dict[str, Any]:
+    slow = np.concatenate([r["slowdown"][m] for r, m in zip(runs, common, strict=True)])
+    size = np.concatenate([r["size"][m] for r, m in zip(runs, common, strict=True)])
     mice = slow[size < MICE_BYTES]
-    row: dict[str, Any] = {"policy": name, "flows": int(slow.size)}
+    unfinished = sum(int(np.sum(r["started"] & np.isnan(r["slowdown"]))) for r in runs)
+    row: dict[str, Any] = {"policy": name, "flows": int(slow.size), "unfinished": unfinished}
     for label, x in (("mice", mice), ("all", slow)):
         row[f"{label}_mean"] = float(np.mean(x)) if x.size else float("nan")
         for q in (50, 95, 99):
@@ -254,27 +262,30 @@ def evaluate(
         name: [run_policy(env, pol, k) for k in tqdm(keys, desc=f"eval {name}", unit="ep")]
         for name, pol in policies.items()
     }
-    rows = [summarise(name, r) for name, r in runs.items()]
+    common = common_flows(runs)
+    rows = [summarise(name, r, common) for name, r in runs.items()]
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "evaluation.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     (out / "evaluation.md").write_text(markdown_table(scenario, rows))
-    _plot_fct(runs, out / "fct.png")
+    _plot_fct(runs, common, out / "fct.png")
     return rows
 
 
 def markdown_table(scenario: SimScenario, rows: list[dict[str, Any]]) -> str:
     head = (
         f"Simulated {scenario.topology}, {scenario.workload} at {scenario.load:.0%} load, "
-        f"{scenario.incast}:1 incasts, {scenario.transport}\n\n"
-        "| policy | flows | mice mean | mice p99 | all mean | all p99 | queue KB | util "
-        "| marked |\n"
-        "|---|---|---|---|---|---|---|---|---|\n"
+        f"{scenario.incast}:1 incasts, {scenario.transport}. FCT slowdown over the flows every "
+        "policy completed; `unfinished`: flows still running when the episode ended.\n\n"
+        "| policy | flows | unfinished | mice mean | mice p99 | all mean | all p99 | queue KB "
+        "| util | marked |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
     )
     body = "".join(
-        f"| {r['policy']} | {r['flows']} | {r['mice_mean']:.2f} | {r['mice_p99']:.2f} | "
+        f"| {r['policy']} | {r['flows']} | {r['unfinished']} | {r['mice_mean']:.2f} | "
+        f"{r['mice_p99']:.2f} | "
         f"{r['all_mean']:.2f} | {r['all_p99']:.2f} | {r['queue_mean_kb']:.1f} | "
         f"{r['utilisation']:.3f} | {r['marked']:.3f} |\n"
         for r in rows
@@ -282,7 +293,7 @@ def markdown_table(scenario: SimScenario, rows: list[dict[str, Any]]) -> str:
     return head + body
 
 
-def _plot_fct(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
+def _plot_fct(runs: dict[str, list[dict[str, Any]]], common: list[np.ndarray], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -290,8 +301,8 @@ def _plot_fct(runs: dict[str, list[dict[str, Any]]], path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     for name, rs in runs.items():
-        slow = np.concatenate([r["slowdown"] for r in rs])
-        size = np.concatenate([r["size"] for r in rs])
+        slow = np.concatenate([r["slowdown"][m] for r, m in zip(rs, common, strict=True)])
+        size = np.concatenate([r["size"][m] for r, m in zip(rs, common, strict=True)])
         for ax, sel, title in (
             (axes[0], size < MICE_BYTES, "mice (< 100 KB)"),
             (axes[1], np.ones_like(size, bool), "all flows"),

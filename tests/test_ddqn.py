@@ -178,3 +178,30 @@ def test_online_fine_tuning_learns_and_saves(tmp_path: Path):
     assert any(jax.tree.leaves(changed))
     policy.save(tmp_path / "online.msgpack")
     assert ddqn.load(tmp_path / "online.msgpack").config == config
+
+
+@pytest.mark.slow
+def test_train_and_eval_commands_write_checkpoint_curves_and_tables(tmp_path: Path):
+    import csv
+    import subprocess
+    import sys
+
+    ecntune = str(Path(sys.executable).with_name("ecntune"))
+    scenario = ["--scenario", "tiny", "--episode-s", "0.5", "--incast", "2"]
+    train = [ecntune, "train", *scenario, "--episodes", "2", "--out", str(tmp_path / "t")]
+    run = subprocess.run(
+        [*train, "--levels", "4", "--pmax", "0.1,1"], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    ckpt = tmp_path / "t" / "acc.msgpack"
+    assert load_policy(f"acc:{ckpt}").template.n_actions == 10 * 2
+    curve = list(csv.DictReader((tmp_path / "t" / "learning_curve.csv").open()))
+    assert [int(r["episode"]) for r in curve] == [0, 1]
+    assert (tmp_path / "t" / "learning_curve.png").stat().st_size > 0
+    evaluate = [ecntune, "eval", *scenario, "--episodes", "1", "--checkpoint", str(ckpt)]
+    run = subprocess.run([*evaluate, "--out", str(tmp_path / "e")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = list(csv.DictReader((tmp_path / "e" / "evaluation.csv").open()))
+    assert [r["policy"] for r in rows] == ["static:secn1", "static:secn2", "acc:acc"]
+    assert len({r["flows"] for r in rows}) == 1  # compared on the same flows
+    assert (tmp_path / "e" / "fct.png").stat().st_size > 0
