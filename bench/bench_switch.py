@@ -1,0 +1,238 @@
+"""The embedded switch against BMv2's simple_switch_grpc, same program, same run.
+
+- switch_pps_<n>ports: packets per second forwarded through the project's pipeline (LPM +
+  ECMP selector + ECN marking + telemetry) with n ports, each port sending to the next;
+  a raw-socket sender in its own process offers more than either switch forwards, and the
+  rate is what arrives on the far ends of the egress veths (kernel counters), median of
+  several windows;
+- p4runtime_insert / p4runtime_read / threshold_write_*: P4Runtime latency, median and p99
+  of single table-entry inserts, wildcard reads of the routing table, and threshold writes
+  by PacketOut (until the ack) and by RegisterEntry (embedded only: BMv2 has none);
+- switch_rss: peak resident memory of the switch process after all of the above.
+
+One JSON object per line with the embedded number, BMv2's ("bmv2": null and a reason when
+simple_switch_grpc is not on PATH) and their ratio. Needs root (veths, raw sockets).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import shutil
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+WINDOW_S = 2.0
+WINDOWS = 3
+LATENCY_SAMPLES = 200
+
+
+def rx_packets(iface: str) -> int:
+    return int(Path(f"/sys/class/net/{iface}/statistics/rx_packets").read_text())
+
+
+def frame(src: int, dst: int, sport: int) -> bytes:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    from ecntune.topology import host_mac, port_mac
+
+    src_ip, dst_ip = f"10.0.0.{src}", f"10.0.0.{dst}"
+    pkt = (
+        Ether(dst=port_mac(0, src), src=host_mac(src_ip))
+        / IP(src=src_ip, dst=dst_ip, tos=2)
+        / UDP(sport=sport, dport=5000)
+        / bytes(64)
+    )
+    return bytes(pkt)
+
+
+def blast(ifaces: list[str], frames: list[list[bytes]], stop: Any) -> None:
+    """Send as fast as one process can, round-robin over the ports, until `stop` is set."""
+    socks = []
+    for iface in ifaces:
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+        s.bind((iface, 0))
+        socks.append(s)
+    i = 0
+    while not stop.is_set():
+        for s, fs in zip(socks, frames, strict=True):
+            for _ in range(16):
+                # a full socket buffer means the switch is the bottleneck: drop and go on
+                with contextlib.suppress(OSError):
+                    s.send(fs[i % len(fs)])
+                i += 1
+
+
+class Rig:
+    """n veth pairs, a switch of one target on their near ends, routes to every far end."""
+
+    def __init__(self, target_name: str, n_ports: int, tag: str) -> None:
+        from contextlib import ExitStack
+
+        from ecntune.p4runtime_client import P4RuntimeClient, load_p4info
+        from ecntune.p4src import PROGRAM
+        from ecntune.ptf_runner import free_port, veth_pairs
+        from ecntune.targets import SwitchSpec, start, target
+
+        self.stack = ExitStack()
+        self.pairs = self.stack.enter_context(veth_pairs(n_ports, tag))
+        self.target = target(target_name)
+        self.spec = SwitchSpec(
+            ports={i: sw for i, (sw, _) in enumerate(self.pairs, 1)},
+            grpc_addr=f"127.0.0.1:{free_port()}",
+            thrift_port=free_port(),
+        )
+        self.proc = start(self.target, self.spec)
+        self.stack.callback(self._stop)
+        self.client = P4RuntimeClient(self.spec.grpc_addr, 0, 10)
+        self.stack.callback(self.client.close)
+        assert self.client.become_primary()
+        self.client.set_pipeline(load_p4info(PROGRAM.p4info_path), PROGRAM.json_path.read_bytes())
+        self.target.set_queue_rate(self.spec, 10_000_000)
+        self.target.set_queue_depth(self.spec, 1024)
+        for port in range(1, n_ports + 1):
+            self.route(port, f"10.0.0.{port}", 32, member_id=port)
+
+    def _stop(self) -> None:
+        from ecntune.targets import stop
+
+        stop(self.proc)
+
+    def route(self, port: int, prefix: str, plen: int, member_id: int) -> None:
+        from ecntune.p4src import encoding as enc
+        from ecntune.topology import host_mac, port_mac
+
+        c = self.client
+        mac = (
+            int(port_mac(0, port).replace(":", ""), 16),
+            int(host_mac(prefix).replace(":", ""), 16),
+        )
+        params = {"port": port, "src_mac": mac[0], "dst_mac": mac[1]}
+        c.insert(c.member(enc.ECMP_SELECTOR, member_id, enc.ACTION_FORWARD, params))
+        ip = int.from_bytes(socket.inet_aton(prefix), "big")
+        c.insert(c.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (ip, plen)}, member=member_id))
+
+    def close(self) -> None:
+        self.stack.close()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+def forwarding_pps(rig: Rig, n_ports: int) -> float:
+    far = [p for _, p in rig.pairs]
+    frames = [
+        [frame(i, i % n_ports + 1, 1000 + k) for k in range(32)] for i in range(1, n_ports + 1)
+    ]
+    ctx = mp.get_context("spawn")  # never fork a process that runs gRPC threads
+    stop = ctx.Event()
+    sender = ctx.Process(target=blast, args=(far, frames, stop), daemon=True)
+    sender.start()
+    try:
+        time.sleep(0.5)  # warm up
+        rates = []
+        for _ in range(WINDOWS):
+            before = sum(rx_packets(p) for p in far)
+            t0 = time.monotonic()
+            time.sleep(WINDOW_S)
+            rates.append((sum(rx_packets(p) for p in far) - before) / (time.monotonic() - t0))
+        return statistics.median(rates)
+    finally:
+        stop.set()
+        sender.join(5)
+        if sender.is_alive():
+            sender.kill()
+
+
+def latency_ms(fn: Callable[[int], object], n: int = LATENCY_SAMPLES) -> dict[str, float]:
+    times = []
+    for i in range(n):
+        t = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - t) * 1e3)
+    times.sort()
+    return {
+        "median_ms": round(statistics.median(times), 3),
+        "p99_ms": round(times[int(0.99 * (n - 1))], 3),
+    }
+
+
+def control_latencies(rig: Rig) -> dict[str, dict[str, float] | None]:
+    from ecntune.p4runtime_client import P4RuntimeClientError
+    from ecntune.p4src import encoding as enc
+
+    c = rig.client
+    out: dict[str, dict[str, float] | None] = {}
+    out["p4runtime_insert"] = latency_ms(
+        lambda i: rig.route(1, f"10.1.{i // 250}.{i % 250}", 32, 100 + i)
+    )
+    out["p4runtime_read"] = latency_ms(lambda _: c.read(c.table_entry(enc.TABLE_IPV4, {})), 50)
+    regs = enc.encode_thresholds(3000, 9000, 0.2)
+
+    def by_packet_out(_: int) -> None:
+        c.packet_out(enc.ecn_config_payload(1, regs), opcode=enc.OP_SET_ECN)
+        c.packet_in(timeout_s=5)
+
+    out["threshold_write_packet_out"] = latency_ms(by_packet_out, 100)
+    try:
+        out["threshold_write_register"] = latency_ms(
+            lambda _: c.write_registers(regs.as_dict(), 1), 100
+        )
+    except P4RuntimeClientError:
+        out["threshold_write_register"] = None  # BMv2: RegisterEntry is UNIMPLEMENTED
+    return out
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure(target_name: str) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for n_ports in (2, 8):
+        rig = Rig(target_name, n_ports, f"bs{target_name[0]}{n_ports}")
+        try:
+            results[f"switch_pps_{n_ports}ports"] = round(forwarding_pps(rig, n_ports))
+            if n_ports == 2:
+                results.update(control_latencies(rig))
+            results[f"switch_rss_mb_{n_ports}ports"] = round(peak_rss_mb(rig.pid), 1)
+        finally:
+            rig.close()
+    return results
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print(json.dumps({"bench": "switch", "skipped": "needs root (veths, raw sockets)"}))
+        return 0
+    embedded = measure("embedded")
+    have_bmv2 = shutil.which("simple_switch_grpc") is not None
+    bmv2 = measure("bmv2") if have_bmv2 else {}
+    why = None if have_bmv2 else "simple_switch_grpc is not on PATH"
+    for name, value in embedded.items():
+        row: dict[str, Any] = {"bench": name, "embedded": value, "bmv2": bmv2.get(name)}
+        if why:
+            row["bmv2_missing"] = why
+        ref = bmv2.get(name)
+        if isinstance(value, dict) and isinstance(ref, dict):
+            row["ratio"] = round(value["median_ms"] / ref["median_ms"], 3)
+        elif isinstance(value, float | int) and isinstance(ref, float | int) and ref:
+            row["ratio"] = round(value / ref, 3)
+        print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
