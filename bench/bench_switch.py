@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ecntune.testbed import Testbed
+
 WINDOW_S = 2.0
 WINDOWS = 3
 LATENCY_SAMPLES = 200
@@ -71,64 +73,7 @@ def blast(ifaces: list[str], frames: list[list[bytes]], stop: Any) -> None:
                 i += 1
 
 
-class Rig:
-    """n veth pairs, a switch of one target on their near ends, routes to every far end."""
-
-    def __init__(self, target_name: str, n_ports: int, tag: str) -> None:
-        from contextlib import ExitStack
-
-        from ecntune.p4runtime_client import P4RuntimeClient, load_p4info
-        from ecntune.p4src import PROGRAM
-        from ecntune.ptf_runner import free_port, veth_pairs
-        from ecntune.targets import SwitchSpec, start, target
-
-        self.stack = ExitStack()
-        self.pairs = self.stack.enter_context(veth_pairs(n_ports, tag))
-        self.target = target(target_name)
-        self.spec = SwitchSpec(
-            ports={i: sw for i, (sw, _) in enumerate(self.pairs, 1)},
-            grpc_addr=f"127.0.0.1:{free_port()}",
-            thrift_port=free_port(),
-        )
-        self.proc = start(self.target, self.spec)
-        self.stack.callback(self._stop)
-        self.client = P4RuntimeClient(self.spec.grpc_addr, 0, 10)
-        self.stack.callback(self.client.close)
-        assert self.client.become_primary()
-        self.client.set_pipeline(load_p4info(PROGRAM.p4info_path), PROGRAM.json_path.read_bytes())
-        self.target.set_queue_rate(self.spec, 10_000_000)
-        self.target.set_queue_depth(self.spec, 1024)
-        for port in range(1, n_ports + 1):
-            self.route(port, f"10.0.0.{port}", 32, member_id=port)
-
-    def _stop(self) -> None:
-        from ecntune.targets import stop
-
-        stop(self.proc)
-
-    def route(self, port: int, prefix: str, plen: int, member_id: int) -> None:
-        from ecntune.p4src import encoding as enc
-        from ecntune.topology import host_mac, port_mac
-
-        c = self.client
-        mac = (
-            int(port_mac(0, port).replace(":", ""), 16),
-            int(host_mac(prefix).replace(":", ""), 16),
-        )
-        params = {"port": port, "src_mac": mac[0], "dst_mac": mac[1]}
-        c.insert(c.member(enc.ECMP_SELECTOR, member_id, enc.ACTION_FORWARD, params))
-        ip = int.from_bytes(socket.inet_aton(prefix), "big")
-        c.insert(c.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (ip, plen)}, member=member_id))
-
-    def close(self) -> None:
-        self.stack.close()
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-
-def forwarding_pps(rig: Rig, n_ports: int) -> float:
+def forwarding_pps(rig: Testbed, n_ports: int) -> float:
     far = [p for _, p in rig.pairs]
     frames = [
         [frame(i, i % n_ports + 1, 1000 + k) for k in range(32)] for i in range(1, n_ports + 1)
@@ -166,7 +111,7 @@ def latency_ms(fn: Callable[[int], object], n: int = LATENCY_SAMPLES) -> dict[st
     }
 
 
-def control_latencies(rig: Rig) -> dict[str, dict[str, float] | None]:
+def control_latencies(rig: Testbed) -> dict[str, dict[str, float] | None]:
     from ecntune.p4runtime_client import P4RuntimeClientError
     from ecntune.p4src import encoding as enc
 
@@ -202,7 +147,7 @@ def peak_rss_mb(pid: int) -> float:
 def measure(target_name: str) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for n_ports in (2, 8):
-        rig = Rig(target_name, n_ports, f"bs{target_name[0]}{n_ports}")
+        rig = Testbed(target_name, n_ports, f"bs{target_name[0]}{n_ports}")
         try:
             results[f"switch_pps_{n_ports}ports"] = round(forwarding_pps(rig, n_ports))
             if n_ports == 2:
