@@ -23,9 +23,6 @@ its setting. Training in the simulator is in agent/train.py.
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import json
-import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,10 +31,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import nnx, serialization
+from flax import nnx
 
 from ecntune.agent.actions import ACC_PMAX, ActionTemplate, acc_template
 from ecntune.agent.features import FeatureSet, observation, observation_size
+from ecntune.agent.nets import apply, load_checkpoint, mlp, restore, save_checkpoint
 from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 
 FORMAT = "ecntune-ddqn/1"
@@ -68,31 +66,14 @@ class DdqnConfig:
         return acc_template(self.levels, self.pmax)
 
 
-class QNetwork(nnx.Module):
-    def __init__(self, obs_size: int, hidden: tuple[int, ...], n_actions: int, rngs: nnx.Rngs):
-        sizes = (obs_size, *hidden)
-        self.layers = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in itertools.pairwise(sizes)])
-        self.head = nnx.Linear(sizes[-1], n_actions, rngs=rngs)
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        for layer in self.layers:
-            x = jax.nn.relu(layer(x))
-        return self.head(x)
-
-
 def build_network(config: DdqnConfig, key: jax.Array) -> tuple[nnx.GraphDef, nnx.State]:
-    """The network's structure (static) and its parameters (a pytree)."""
-    net = QNetwork(
-        observation_size(config.features),
-        config.hidden,
-        config.template.n_actions,
-        nnx.Rngs(params=key),
-    )
-    return nnx.split(net)
+    """The Q-network: one port's observation -> one Q-value per template action."""
+    sizes = (observation_size(config.features), *config.hidden, config.template.n_actions)
+    return mlp(sizes, key)
 
 
 def q_values(graph: nnx.GraphDef, params: nnx.State, obs: jax.Array) -> jax.Array:
-    return nnx.merge(graph, params)(obs)
+    return apply(graph, params, obs)
 
 
 def epsilon(config: DdqnConfig, step: jax.Array | int) -> jax.Array:
@@ -283,39 +264,14 @@ class DdqnPolicy:
 
 
 def save(path: Path, config: DdqnConfig, params: nnx.State, meta: dict[str, Any]) -> None:
-    """One file: config, metadata and parameters; written atomically (tmp + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    blob = serialization.msgpack_serialize(
-        {
-            "format": FORMAT,
-            "config": json.dumps(dataclasses.asdict(config)),
-            "meta": json.dumps(meta),
-            "params": jax.device_get(nnx.to_pure_dict(params)),
-        }
-    )
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(blob)
-    os.replace(tmp, path)
+    save_checkpoint(path, FORMAT, config, {"q": params}, meta)
 
 
 def load(path: Path, online: bool = False) -> DdqnPolicy:
     """A policy from a checkpoint written by save() ("default": the shipped one)."""
     path = DEFAULT_CHECKPOINT if str(path) == "default" else Path(path)
-    try:
-        raw = serialization.msgpack_restore(path.read_bytes())
-    except (OSError, ValueError) as e:
-        raise ValueError(f"cannot read the ACC checkpoint {path}: {e}") from None
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise ValueError(f"{path} is not an ecntune ACC checkpoint ({FORMAT})")
-    fields = json.loads(raw["config"])
-    fields["hidden"], fields["pmax"] = tuple(fields["hidden"]), tuple(fields["pmax"])
+    fields, raw, _ = load_checkpoint(path, FORMAT, "ACC")
     config = DdqnConfig(**fields)
-    _, template = build_network(config, jax.random.key(0))
-    try:
-        nnx.replace_by_pure_dict(template, raw["params"])
-    except (KeyError, ValueError) as e:
-        raise ValueError(f"{path}: parameters do not fit its config ({e})") from None
-    params = template
+    params = restore(build_network(config, jax.random.key(0))[1], raw["q"], path)
     name = "acc:default" if path == DEFAULT_CHECKPOINT else f"acc:{path}"
     return DdqnPolicy(config, params, online=online, name=name)
