@@ -36,7 +36,10 @@ class LearningPolicy(Policy, Protocol):
     def save(self, path: Path) -> None: ...
 
 
-LEARNED_KINDS = {"acc": "ecntune.agent.ddqn"}  # kind -> module that provides load(path)
+LEARNED_KINDS = {
+    "acc": "ecntune.agent.ddqn",
+    "pet": "ecntune.agent.ippo",
+}  # kind -> module that provides load(path)
 
 
 def load_policy(spec: str | Policy) -> Policy:

@@ -1,6 +1,7 @@
-"""`ecntune train` and `ecntune eval`: ACC agents trained offline in the JAX simulator.
+"""`ecntune train` and `ecntune eval`: ACC and PET agents trained offline in the JAX simulator.
 
     ecntune train --algo acc --scenario star8 --workload websearch --load 0.6 --incast 4
+    ecntune train --algo pet --scenario star8 --episodes 200
     ecntune eval --checkpoint results/train-acc/acc.msgpack --scenario star8
 
 Training (ACC §4): every switch's agent acts ε-greedily on all of its ports each telemetry
@@ -45,7 +46,7 @@ class SimScenario:
     # see ~0.5 ms RTT across one switch (ping), not the preset's 1 µs wires.
     link_delay_s: float | None = 125e-6
 
-    def env(self):  # -> ecntune.sim.env.Env (imported lazily: JAX is heavy)
+    def env(self, features: str = "acc", reward: str = "acc"):  # -> ecntune.sim.env.Env
         from ecntune.sim.env import Env
         from ecntune.sim.schedule import Traffic
         from ecntune.topology import preset
@@ -63,7 +64,10 @@ class SimScenario:
             incast_period_s=self.episode_s / 10,
             incast_bytes=self.incast_bytes,
         )
-        return Env.make(topology, traffic, self.transport, interval_s=self.interval_s)
+        return Env.make(
+            topology, traffic, self.transport, interval_s=self.interval_s,
+            features=features, reward=reward,
+        )  # fmt: skip
 
 
 def _ports_of_switches(env: Any) -> list[np.ndarray]:
@@ -156,11 +160,92 @@ def train_acc(
             # one network serves every switch of the fabric it was trained for: the first
             # switch's (leaf-spines train them alike through the global replay)
             ddqn.save(checkpoint, config, learners[0].params, meta)
-    _write_curve(curve, out)
+    _write_curve(curve, out, "ACC (double DQN)", "epsilon")
     return checkpoint
 
 
-def _write_curve(curve: list[dict[str, float]], out: Path) -> None:
+def train_pet(
+    scenario: SimScenario,
+    episodes: int,
+    out: Path,
+    seed: int = 0,
+    config: Any = None,
+    save_every: int = 10,
+    progress: bool = True,
+) -> Path:
+    """Train one PET agent per switch (independent PPO); returns the checkpoint path."""
+    import jax
+    import jax.numpy as jnp
+    from tqdm import tqdm
+
+    from ecntune.agent import ippo
+
+    config = config or ippo.IppoConfig()
+    env = scenario.env(features=config.features, reward="pet")
+    switches = _ports_of_switches(env)
+    key = jax.random.key(seed)
+    key, k_init = jax.random.split(key)
+    nets, params = ippo.build_networks(config, k_init)
+    learners = [ippo.init_learner(config, params) for _ in switches]
+    template, link_bps = config.template, env.link_bps()
+
+    @jax.jit
+    def sample(p: ippo.Params, obs: jax.Array, k: jax.Array):
+        pi = ippo.policy(nets, p, obs)
+        action = pi.sample(seed=k)
+        return action, pi.log_prob(action), ippo.value(nets, p, obs), pi.entropy().mean()
+
+    learn = jax.jit(lambda lr, b, k: ippo.update(config, nets, lr, b, k))
+    out.mkdir(parents=True, exist_ok=True)
+    checkpoint = out / "pet.msgpack"
+    curve: list[dict[str, float]] = []
+    bar = tqdm(range(episodes), desc="train pet", unit="ep", disable=not progress)
+    for episode in bar:
+        key, k_reset = jax.random.split(key)
+        obs, state = env.reset(k_reset)
+        rollout: list[list[tuple]] = [[] for _ in switches]
+        rewards, entropies, done = [], [], False
+        while not done:
+            key, k_act = jax.random.split(key)
+            actions = jnp.zeros(env.n_ports, jnp.int32)
+            for s, ports in enumerate(switches):
+                a, lp, v, ent = sample(learners[s].params, obs[ports], jax.random.fold_in(k_act, s))
+                actions = actions.at[ports].set(a)
+                rollout[s].append((obs[ports], a, lp, v))
+                entropies.append(float(ent))
+            thresholds = template.thresholds(actions, link_bps)
+            obs, state, reward, done, info = env.step(state, thresholds)
+            for s, ports in enumerate(switches):
+                rollout[s][-1] += (reward[ports],)
+            busy = np.asarray(info["telemetry"].tx_bytes) > 0
+            if busy.any():
+                rewards.append(float(jnp.mean(reward[busy])))
+            done = bool(done)
+        losses = []
+        for s, ports in enumerate(switches):
+            o, a, lp, v, r = (jnp.stack(x) for x in zip(*rollout[s], strict=True))
+            last = ippo.value(nets, learners[s].params, obs[ports])
+            adv, target = ippo.gae(r, v, jnp.zeros_like(r), last, config.gamma, config.gae_lambda)
+            batch = ippo.Batch(*(x.reshape(-1, *x.shape[2:]) for x in (o, a, lp, adv, target)))
+            key, k_learn = jax.random.split(key)
+            learners[s], info = learn(learners[s], batch, k_learn)
+            losses.append(float(info["actor"] + info["critic"]))
+        row = {
+            "episode": episode,
+            "entropy": float(np.mean(entropies)),
+            "reward": float(np.mean(rewards)) if rewards else float("nan"),
+            "loss": float(np.mean(losses)),
+        }
+        curve.append(row)
+        bar.set_postfix(reward=f"{row['reward']:.3f}", entropy=f"{row['entropy']:.2f}")
+        if (episode + 1) % save_every == 0 or episode == episodes - 1:
+            meta = {"scenario": dataclasses.asdict(scenario), "episodes": episode + 1}
+            ippo.save(checkpoint, config, learners[0].params, meta)
+    _write_curve(curve, out, "PET (independent PPO)", "entropy")
+    return checkpoint
+
+
+def _write_curve(curve: list[dict[str, float]], out: Path, title: str, explore: str) -> None:
     with open(out / "learning_curve.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(curve[0]))
         w.writeheader()
@@ -176,9 +261,9 @@ def _write_curve(curve: list[dict[str, float]], out: Path) -> None:
     ax.set_xlabel("episode")
     ax.set_ylabel("reward")
     ax2 = ax.twinx()
-    ax2.plot(ep, [r["epsilon"] for r in curve], color="grey", linestyle="--", label="ε")
-    ax2.set_ylabel("ε")
-    ax.set_title("ACC (double DQN) training in the simulator")
+    ax2.plot(ep, [r[explore] for r in curve], color="grey", linestyle="--", label=explore)
+    ax2.set_ylabel(explore)
+    ax.set_title(f"{title} training in the simulator")
     fig.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(out / "learning_curve.png", dpi=120)
@@ -346,7 +431,7 @@ def _scenario(args: argparse.Namespace) -> SimScenario:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("train", help="train an agent offline in the simulator")
-    t.add_argument("--algo", choices=["acc"], default="acc")
+    t.add_argument("--algo", choices=["acc", "pet"], default="acc")
     _scenario_args(t)
     t.add_argument("--episodes", type=int, default=60)
     t.add_argument(
@@ -356,13 +441,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--levels", type=int, default=10, help="kmin/kmax = α·2^n, n < levels")
     t.add_argument("--gamma", type=float, default=0.9, help="discount per interval")
-    t.add_argument("--eps-decay", type=float, default=1000.0, help="ε decay, in intervals")
+    t.add_argument("--eps-decay", type=float, default=1000.0, help="ACC: ε decay, in intervals")
     t.add_argument("--save-every", type=int, default=10)
     t.add_argument("--out", type=Path, default=None, help="default: results/train-<algo>")
     t.set_defaults(func=run_train)
     e = sub.add_parser("eval", help="compare agents and static baselines in the simulator")
     _scenario_args(e)
-    e.add_argument("--checkpoint", type=Path, action="append", default=[])
+    e.add_argument(
+        "--checkpoint", type=Path, action="append", default=[],
+        help="an agent checkpoint (repeatable); pet*.msgpack is PET, anything else ACC",
+    )  # fmt: skip
     e.add_argument("--baselines", default="secn1,secn2")
     e.add_argument("--episodes", type=int, default=5)
     e.add_argument("--out", type=Path, default=Path("results/eval"))
@@ -372,14 +460,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_train(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / f"train-{args.algo}"
     start = time.monotonic()
-    from ecntune.agent.ddqn import DdqnConfig
+    if args.algo == "acc":
+        from ecntune.agent.ddqn import DdqnConfig
 
-    config = DdqnConfig(eps_decay=args.eps_decay, levels=args.levels, gamma=args.gamma)
+        config: Any = DdqnConfig(eps_decay=args.eps_decay, levels=args.levels, gamma=args.gamma)
+    else:
+        from ecntune.agent.ippo import IppoConfig
+
+        config = IppoConfig(levels=args.levels, gamma=args.gamma)
     if args.pmax:
         config = dataclasses.replace(config, pmax=tuple(float(p) for p in args.pmax.split(",")))
-    path = train_acc(
-        _scenario(args), args.episodes, out, args.seed, config, save_every=args.save_every
-    )
+    train = train_acc if args.algo == "acc" else train_pet
+    path = train(_scenario(args), args.episodes, out, args.seed, config, args.save_every)
     print(f"checkpoint: {path} ({time.monotonic() - start:.0f} s)")
     print(f"learning curve: {out / 'learning_curve.png'}")
     return 0
@@ -390,8 +482,9 @@ def run_eval(args: argparse.Namespace) -> int:
 
     policies = {f"static:{b}": load_policy(f"static:{b}") for b in args.baselines.split(",") if b}
     for ck in args.checkpoint:
+        kind = "pet" if ck.stem.startswith("pet") else "acc"
         try:
-            policies[f"acc:{ck.stem}"] = load_policy(f"acc:{ck}")
+            policies[f"{kind}:{ck.stem}"] = load_policy(f"{kind}:{ck}")
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -1,0 +1,266 @@
+"""PET's agent (PET §4): independent PPO, one actor-critic per switch, over the ECN template.
+
+Read top to bottom, PureJaxRL-style:
+
+    build_networks      actor (logits over template actions) and critic (a value), two
+                        MLPs over one port's PET observation (ACC's features plus incast
+                        degree and the elephant share)
+    gae                 generalised advantage estimation, a reverse lax.scan over time
+    ppo_loss            clipped surrogate (ε = 0.2) + entropy bonus for the actor, squared
+                        error for the critic
+    update              epochs × minibatches of Adam steps; actor lr 4e-4, critic lr 1e-3
+    IppoPolicy          the trained agent behind agent/policy.py's interface: greedy when
+                        deployed, sampling with a decaying temperature when fine-tuning
+                        online (PET's exploration decay)
+
+Every switch learns only from its own ports (no global replay, unlike ACC); a switch's
+ports share its parameters. Training in the simulator is agent/train.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import distrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from ecntune.agent.actions import ACC_PMAX, ActionTemplate, acc_template
+from ecntune.agent.features import FeatureSet, observation, observation_size
+from ecntune.agent.nets import apply, load_checkpoint, mlp, restore, save_checkpoint
+from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+
+FORMAT = "ecntune-ippo/1"
+
+
+@dataclasses.dataclass(frozen=True)
+class IppoConfig:
+    features: FeatureSet = "pet"
+    hidden: tuple[int, ...] = (64, 64)
+    levels: int = 10
+    pmax: tuple[float, ...] = ACC_PMAX
+    actor_lr: float = 4e-4  # PET §5.1
+    critic_lr: float = 1e-3
+    gamma: float = 0.9
+    gae_lambda: float = 0.95
+    clip: float = 0.2  # PET §4.2
+    entropy: float = 0.01
+    epochs: int = 4
+    minibatches: int = 4
+    temperature_start: float = 1.0  # online exploration: logits / T, T decays to ...
+    temperature_end: float = 0.1
+    temperature_decay: float = 1000.0  # ... exponentially, in intervals
+
+    @property
+    def template(self) -> ActionTemplate:
+        return acc_template(self.levels, self.pmax)
+
+
+class Nets(NamedTuple):
+    actor: nnx.GraphDef
+    critic: nnx.GraphDef
+
+
+class Params(NamedTuple):
+    actor: nnx.State
+    critic: nnx.State
+
+
+def build_networks(config: IppoConfig, key: jax.Array) -> tuple[Nets, Params]:
+    obs = observation_size(config.features)
+    k_actor, k_critic = jax.random.split(key)
+    actor_graph, actor = mlp((obs, *config.hidden, config.template.n_actions), k_actor)
+    critic_graph, critic = mlp((obs, *config.hidden, 1), k_critic)
+    return Nets(actor_graph, critic_graph), Params(actor, critic)
+
+
+def policy(nets: Nets, params: Params, obs: jax.Array) -> distrax.Categorical:
+    return distrax.Categorical(logits=apply(nets.actor, params.actor, obs))
+
+
+def value(nets: Nets, params: Params, obs: jax.Array) -> jax.Array:
+    return apply(nets.critic, params.critic, obs)[..., 0]
+
+
+def gae(
+    rewards: jax.Array,
+    values: jax.Array,
+    dones: jax.Array,
+    last_value: jax.Array,
+    gamma: float,
+    lam: float,
+) -> tuple[jax.Array, jax.Array]:
+    """Advantages and returns; arrays are (time, ...), `dones[t]` ends the episode after t."""
+
+    def back(carry: tuple[jax.Array, jax.Array], x: tuple[jax.Array, ...]):
+        advantage, next_value = carry
+        reward, v, done = x
+        delta = reward + gamma * next_value * (1.0 - done) - v
+        advantage = delta + gamma * lam * (1.0 - done) * advantage
+        return (advantage, v), advantage
+
+    init = (jnp.zeros_like(last_value), last_value)
+    _, advantages = jax.lax.scan(back, init, (rewards, values, dones), reverse=True)
+    return advantages, advantages + values
+
+
+class Batch(NamedTuple):
+    obs: jax.Array
+    action: jax.Array
+    log_prob: jax.Array
+    advantage: jax.Array
+    target: jax.Array
+
+
+def clipped_surrogate(ratio: jax.Array, advantage: jax.Array, clip: float) -> jax.Array:
+    """PPO's objective: min(r·A, clip(r, 1−ε, 1+ε)·A) — no incentive beyond the trust region."""
+    return jnp.minimum(ratio * advantage, jnp.clip(ratio, 1.0 - clip, 1.0 + clip) * advantage)
+
+
+def ppo_loss(
+    params: Params, nets: Nets, batch: Batch, clip: float, entropy: float
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    pi = policy(nets, params, batch.obs)
+    ratio = jnp.exp(pi.log_prob(batch.action) - batch.log_prob)
+    adv = (batch.advantage - batch.advantage.mean()) / (batch.advantage.std() + 1e-8)
+    actor_loss = -clipped_surrogate(ratio, adv, clip).mean() - entropy * pi.entropy().mean()
+    critic_loss = jnp.mean((value(nets, params, batch.obs) - batch.target) ** 2)
+    return actor_loss + critic_loss, {"actor": actor_loss, "critic": critic_loss}
+
+
+def make_optimizer(config: IppoConfig) -> optax.GradientTransformation:
+    """Separate learning rates for actor and critic (PET §5.1)."""
+    return optax.chain(
+        optax.clip_by_global_norm(0.5),
+        optax.multi_transform(
+            {"actor": optax.adam(config.actor_lr), "critic": optax.adam(config.critic_lr)},
+            Params("actor", "critic"),
+        ),
+    )
+
+
+class Learner(NamedTuple):
+    params: Params
+    opt_state: optax.OptState
+
+
+def init_learner(config: IppoConfig, params: Params) -> Learner:
+    return Learner(params, make_optimizer(config).init(params))
+
+
+def update(
+    config: IppoConfig, nets: Nets, learner: Learner, batch: Batch, key: jax.Array
+) -> tuple[Learner, dict[str, jax.Array]]:
+    """`epochs` passes over `batch` (flat: samples first) in shuffled minibatches."""
+    opt = make_optimizer(config)
+    n = batch.obs.shape[0]
+    size = max(1, n // config.minibatches)
+
+    def epoch(carry: tuple[Learner, jax.Array], _: None):
+        lr, k = carry
+        k, k_perm = jax.random.split(k)
+        order = jax.random.permutation(k_perm, n)[: size * config.minibatches]
+        shards = jax.tree.map(
+            lambda x: x[order].reshape(config.minibatches, size, *x.shape[1:]), batch
+        )
+
+        def minibatch(lr: Learner, mb: Batch):
+            grads, info = jax.grad(ppo_loss, has_aux=True)(
+                lr.params, nets, mb, config.clip, config.entropy
+            )
+            step, opt_state = opt.update(grads, lr.opt_state, lr.params)
+            return Learner(optax.apply_updates(lr.params, step), opt_state), info
+
+        lr, info = jax.lax.scan(minibatch, lr, shards)
+        return (lr, k), info
+
+    (learner, _), info = jax.lax.scan(epoch, (learner, key), None, length=config.epochs)
+    return learner, jax.tree.map(jnp.mean, info)
+
+
+def temperature(config: IppoConfig, step: jax.Array | int) -> jax.Array:
+    decay = jnp.exp(-jnp.asarray(step, jnp.float32) / config.temperature_decay)
+    return config.temperature_end + (config.temperature_start - config.temperature_end) * decay
+
+
+# -- the trained agent, as the controller and the simulator use it ----------------------------
+
+
+class IppoPolicy:
+    """A trained PET agent for one switch: act() every interval, optionally learn online."""
+
+    def __init__(
+        self, config: IppoConfig, params: Params, online: bool = False, name: str = "pet"
+    ) -> None:
+        self.config, self.online, self.name = config, online, name
+        self.nets, _ = build_networks(config, jax.random.key(0))
+        self.template = config.template
+        self.learner = init_learner(config, params)
+        self.key = jax.random.key(0)
+        self.steps = 0
+        self._rollout: list[tuple[np.ndarray, ...]] = []
+        self._last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._logits = jax.jit(lambda p, o: apply(self.nets.actor, p.actor, o))
+        self._update = jax.jit(lambda lr, b, k: update(config, self.nets, lr, b, k))
+        self._values = jax.jit(lambda p, o: value(self.nets, p, o))
+
+    @property
+    def params(self) -> Params:
+        return self.learner.params
+
+    def act(self, history: PortTelemetry) -> EcnThresholds:
+        obs = np.asarray(observation(history, self.config.features), np.float32)
+        logits = self._logits(self.params, obs)
+        if self.online:
+            self.key, k = jax.random.split(self.key)
+            t = temperature(self.config, self.steps)
+            actions = np.asarray(jax.random.categorical(k, logits / t))
+        else:
+            actions = np.asarray(jnp.argmax(logits, axis=-1))
+        log_prob = np.asarray(jax.nn.log_softmax(logits)[np.arange(len(actions)), actions])
+        self._last = (obs, actions, log_prob)
+        return self.template.thresholds(actions, np.asarray(history.link_bps)[-1])
+
+    def observe(self, history: PortTelemetry, reward: Any) -> None:
+        """Online fine-tuning: collect `rollout` intervals, then one PPO update on them."""
+        if not self.online or self._last is None:
+            return
+        obs, actions, log_prob = self._last
+        rewards = np.asarray(reward, np.float32).reshape(-1)
+        self._rollout.append((obs, actions, log_prob, rewards))
+        self.steps += 1
+        if len(self._rollout) < 32:
+            return
+        o, a, lp, r = (np.stack(x) for x in zip(*self._rollout, strict=True))  # (T, ports, ...)
+        next_obs = np.asarray(observation(history, self.config.features), np.float32)
+        values = self._values(self.params, o)
+        adv, target = gae(
+            jnp.asarray(r), values, jnp.zeros_like(values), self._values(self.params, next_obs),
+            self.config.gamma, self.config.gae_lambda,
+        )  # fmt: skip
+        flat = Batch(*(jnp.asarray(x).reshape(-1, *x.shape[2:]) for x in (o, a, lp, adv, target)))
+        self.key, k = jax.random.split(self.key)
+        self.learner, _ = self._update(self.learner, flat, k)
+        self._rollout = []
+
+    def save(self, path: Path) -> None:
+        save(path, self.config, self.params, {"online_steps": self.steps})
+
+
+def save(path: Path, config: IppoConfig, params: Params, meta: dict[str, Any]) -> None:
+    save_checkpoint(path, FORMAT, config, {"actor": params.actor, "critic": params.critic}, meta)
+
+
+def load(path: Path, online: bool = False) -> IppoPolicy:
+    fields, raw, _ = load_checkpoint(path, FORMAT, "PET")
+    config = IppoConfig(**fields)
+    _, template = build_networks(config, jax.random.key(0))
+    params = Params(
+        restore(template.actor, raw["actor"], path), restore(template.critic, raw["critic"], path)
+    )
+    return IppoPolicy(config, params, online=online, name=f"pet:{path}")
