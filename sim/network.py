@@ -5,8 +5,8 @@ Model (per step of `dt` seconds):
   queue); a link's queue is the sum of the backlogs there; the link serves up to
   capacity·dt, shared in proportion to the backlogs (FIFO on average);
 - bytes served leave `marked` with the RED probability of the P4 program, evaluated on the
-  bytes left in the queue (marks are never undone); served bytes move to the next hop,
-  or are delivered at the last one;
+  bytes left in the queue (marks are never undone; Not-ECT flows are never marked); served
+  bytes move to the next hop, or are delivered at the last one;
 - arrivals beyond a queue's buffer are tail-dropped and re-sent by their flow;
 - delivered and marked bytes reach the sender one base RTT later (a ring buffer), where
   the transport (transport.py) updates its window or rate;
@@ -42,6 +42,7 @@ class Params(NamedTuple):
     base_rtt: jnp.ndarray
     line_rate: jnp.ndarray  # (N,) bytes/s of the source NIC
     capacity_events: jnp.ndarray  # (E, 3): link, time down, time up (failures)
+    ect: jnp.ndarray  # (N,) bool: the source negotiated ECN (ECT); the P4 program marks only these
 
 
 class Counters(NamedTuple):
@@ -55,6 +56,15 @@ class Counters(NamedTuple):
     senders: jnp.ndarray  # (L, 64) bool: hashed source hosts seen
     elephant_bytes: jnp.ndarray
     dropped_bytes: jnp.ndarray
+
+
+class Ledger(NamedTuple):
+    """Episode totals in bytes (never reset by telemetry intervals), to check conservation:
+    injected = delivered + still queued on a hop + dropped (drops are re-sent: re-injected)."""
+
+    injected: jnp.ndarray
+    delivered: jnp.ndarray
+    dropped: jnp.ndarray
 
 
 class NetState(NamedTuple):
@@ -73,6 +83,7 @@ class NetState(NamedTuple):
     ring_lost: jnp.ndarray
     fct: jnp.ndarray  # (N,) seconds, -1 until the flow completes
     counters: Counters
+    ledger: Ledger
 
 
 def zero_counters(n_links: int) -> Counters:
@@ -92,7 +103,7 @@ def init(params: Params, slots: int, ring: int) -> NetState:
         ring_marked=jnp.zeros((ring, slots), jnp.float32),
         ring_lost=jnp.zeros((ring, slots), jnp.float32),
         fct=jnp.full(params.start.shape[0], -1.0, jnp.float32),
-        counters=zero_counters(n_links),
+        counters=zero_counters(n_links), ledger=Ledger(*(jnp.float32(0.0) for _ in range(3))),
     )  # fmt: skip
 
 
@@ -165,7 +176,8 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     p_mark = red_probability(q_left, kmin, kmax, pmax)
     dep = jnp.where(hop_ok, backlog * share[link], 0.0)
     dep_marked_before = jnp.where(hop_ok, s.backlog_marked * share[link], 0.0)
-    new_marks = (dep - dep_marked_before) * p_mark[link]
+    ect = params.ect[fid][:, None]  # non-ECT packets are never marked (the P4 program's rule)
+    new_marks = jnp.where(ect, (dep - dep_marked_before) * p_mark[link], 0.0)
     dep_marked = dep_marked_before + new_marks
     backlog = backlog - dep
     backlog_marked = s.backlog_marked - dep_marked_before
@@ -250,4 +262,9 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
         ring_lost=jnp.where(keep_slot[None, :], ring_lost, 0.0),
         fct=fct,
         counters=counters,
+        ledger=Ledger(
+            injected=s.ledger.injected + jnp.sum(inject),
+            delivered=s.ledger.delivered + jnp.sum(delivered),
+            dropped=s.ledger.dropped + jnp.sum(lost),
+        ),
     )

@@ -85,6 +85,7 @@ class TrafficParams(NamedTuple):
     incast_period_s: jnp.ndarray
     incast_bytes: jnp.ndarray
     failures: jnp.ndarray  # (E, 3) link, down, up
+    ect: jnp.ndarray  # (hosts,) bool: hosts whose flows are ECN-capable
 
 
 @dataclass(frozen=True)
@@ -100,10 +101,13 @@ class Traffic:
     switch_to: str | None = None
     senders: tuple[int, ...] | None = None
     failures: tuple[tuple[int, float, float], ...] = ()
+    non_ect: tuple[int, ...] = ()  # hosts that do not negotiate ECN (their packets are Not-ECT)
 
     def params(self, n_hosts: int) -> TrafficParams:
         senders = np.zeros(n_hosts, bool)
         senders[list(self.senders) if self.senders is not None else slice(None)] = True
+        ect = np.ones(n_hosts, bool)
+        ect[list(self.non_ect)] = False
         failures = np.array(self.failures or [(0, np.inf, np.inf)], np.float32).reshape(-1, 3)
         return TrafficParams(
             first=cdf(self.workload),
@@ -113,6 +117,7 @@ class Traffic:
             senders=jnp.asarray(senders), incast_degree=jnp.int32(self.incast_degree),
             incast_period_s=jnp.float32(self.incast_period_s),
             incast_bytes=jnp.float32(self.incast_bytes), failures=jnp.asarray(failures),
+            ect=jnp.asarray(ect),
         )  # fmt: skip
 
     def max_flows(self, fabric: Fabric) -> tuple[int, int]:
@@ -197,4 +202,5 @@ def sample(
         base_rtt=table.base_rtt[src, dst, choice],
         line_rate=table.uplink_rate[src],
         capacity_events=traffic.failures,
+        ect=traffic.ect[src],
     )

@@ -4,6 +4,7 @@ and the environment API the agents and the controller share."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -23,97 +24,148 @@ from ecntune.topology import preset, single_switch
 BW = 10e9
 DELAY = 10e-6  # per link: base RTT = 4 link delays + serialisation ≈ 45 µs
 K = 30_000.0
-N_FLOWS = 4
-STEPS = 40_000  # 12 ms of 0.3 µs steps
+STEPS = 24_000  # 7.2 ms of 0.3 µs steps; the long flows start at 0.5 ms
+PORT = 1  # hop index of the switch egress port on a host-switch-host path
 
 
-def long_flows(transport: str, kmin: float, kmax: float, buffer_bytes: float = 1e6):
-    """N long flows start together into one 10 Gbit/s port; the queue of every step."""
-    topo = single_switch(N_FLOWS + 1, BW)
+@functools.partial(jax.jit, static_argnames=("dt", "transport", "steps"))
+def _simulate(params, net, per_link, dt: float, transport: str, steps: int):
+    """Raw network steps; per step the queue and the cumulative tx bytes of every link."""
+
+    def one(n: network.NetState, _: None):
+        n = network.step(params, n, per_link, dt, transport)
+        fid = jnp.maximum(n.slot, 0)
+        on = (params.path[fid] >= 0) & (n.slot >= 0)[:, None]
+        link = jnp.where(on, params.path[fid], 0)
+        q = jax.ops.segment_sum(jnp.where(on, n.backlog, 0.0).ravel(), link.ravel(), len(per_link))
+        return n, (q, n.counters.tx_bytes)
+
+    return jax.lax.scan(one, net, None, length=steps)
+
+
+def long_env(transport: str, n_flows: int, buffer_bytes: float = 1e6, non_ect=()) -> Env:
+    """n_flows hosts each start one endless flow at 0.5 ms towards one receiver (10 Gbit/s)."""
+    topo = single_switch(n_flows + 1, BW)
     topo.links = [dataclasses.replace(lk, delay_s=DELAY) for lk in topo.links]
     traffic = Traffic(
-        "websearch", 0.0, duration_s=0.001, incast_degree=N_FLOWS,
-        incast_period_s=0.001, incast_bytes=int(1e9),
+        "websearch", 0.0, duration_s=0.001, incast_degree=n_flows,
+        incast_period_s=0.001, incast_bytes=int(1e9), non_ect=tuple(non_ect),
     )  # fmt: skip
-    env = Env.make(topo, traffic, transport, buffer_bytes=buffer_bytes)
+    return Env.make(topo, traffic, transport, buffer_bytes=buffer_bytes)
+
+
+def long_flows(
+    transport: str,
+    kmin: float,
+    kmax: float,
+    n_flows: int = 4,
+    buffer_bytes: float = 1e6,
+    non_ect=(),
+    steps: int = STEPS,
+):
+    env = long_env(transport, n_flows, buffer_bytes, non_ect)
     _, state = env.reset(jax.random.key(0))
     p = env.n_ports
     per_link = env._per_link(EcnThresholds(jnp.full(p, kmin), jnp.full(p, kmax), jnp.ones(p)))
     params = state.params
-
-    def one(net: network.NetState, _: None):
-        net = network.step(params, net, per_link, env.dt, transport)
-        fid = jnp.maximum(net.slot, 0)
-        on = (params.path[fid] >= 0) & (net.slot >= 0)[:, None]
-        link = jnp.where(on, params.path[fid], 0)
-        q = jax.ops.segment_sum(
-            jnp.where(on, net.backlog, 0.0).ravel(), link.ravel(), len(per_link)
-        )
-        return net, q
-
-    net, queues = jax.jit(lambda n: jax.lax.scan(one, n, None, length=STEPS))(state.net)
-    queues = np.asarray(queues)
+    net, (queues, tx) = _simulate(params, state.net, per_link, env.dt, transport, steps)
+    queues, tx = np.asarray(queues), np.asarray(tx)
     bottleneck = int(queues.max(axis=0).argmax())
-    tx = float(np.asarray(net.counters.tx_bytes)[bottleneck])
+    half = steps // 2  # after the start-up transient (slow start ends well before)
+    window = (steps - 1 - half) * env.dt
     return {
+        "env": env,
         "net": net,
-        "queue": queues[STEPS // 2 :, bottleneck],  # after the start-up transient
-        "utilisation": tx / (BW / 8 * (STEPS * env.dt - 0.0005)),  # flows start at 0.5 ms
+        "params": params,
+        "bottleneck": bottleneck,
+        "queue": queues[half:, bottleneck],
+        "utilisation": (tx[-1, bottleneck] - tx[half, bottleneck]) / (BW / 8 * window),
         "rtt": float(np.max(np.asarray(params.base_rtt)[np.isfinite(np.asarray(params.start))])),
     }
 
 
-@pytest.fixture(scope="module")
-def dctcp():
-    return long_flows("dctcp", K, K)
+@functools.cache
+def dctcp_run(n: int) -> dict:
+    return {"n": n, **long_flows("dctcp", K, K, n_flows=n)}
+
+
+@pytest.fixture(params=[2, 10], ids=lambda n: f"N={n}")
+def dctcp(request):
+    return dctcp_run(request.param)
 
 
 @pytest.fixture(scope="module")
-def reno():
-    return long_flows("reno_ecn", K, K)
+def reno2():
+    return long_flows("reno_ecn", K, K, n_flows=2)
 
 
-def conserved(net: network.NetState) -> tuple[float, float]:
-    active = np.asarray(net.slot) >= 0
-    sent = float(np.sum(np.asarray(net.sent)[active]))
-    where = (
-        np.sum(np.asarray(net.delivered)[active])
-        + np.sum(np.asarray(net.backlog)[active])
-        + np.sum(np.asarray(net.counters.dropped_bytes))
-    )
-    return sent, float(where)
+def ledger_balance(net: network.NetState) -> tuple[float, float]:
+    """(bytes injected by hosts, delivered + still queued on a hop + dropped) over the episode."""
+    lg = net.ledger
+    queued = float(np.sum(np.asarray(net.backlog)[np.asarray(net.slot) >= 0]))
+    return float(lg.injected), float(lg.delivered) + queued + float(lg.dropped)
 
 
-def test_bytes_are_conserved_with_and_without_drops(dctcp):
-    sent, accounted = conserved(dctcp["net"])
+def test_bytes_are_conserved_without_drops(dctcp):
+    # float32 sums over 30k steps: a relative error of 1e-4 is rounding, a lost hop is not
+    sent, accounted = ledger_balance(dctcp["net"])
     assert sent > 1e6
-    assert accounted == pytest.approx(sent, rel=1e-4)  # float32 sums over 40k steps
+    assert accounted == pytest.approx(sent, rel=1e-4)
+    assert float(dctcp["net"].ledger.dropped) == 0.0  # 1 MB buffer, queue held near K
+
+
+def test_bytes_are_conserved_with_drops():
     # a buffer of 10 packets and no ECN: classic TCP fills it and loses bytes, which are
     # re-sent; every injected byte is still delivered, queued or counted as dropped
-    lossy = long_flows("reno_ecn", 0.0, 0.0, buffer_bytes=10 * MTU_BYTES)
-    assert float(np.sum(np.asarray(lossy["net"].counters.dropped_bytes))) > 0
-    sent, accounted = conserved(lossy["net"])
+    lossy = long_flows("reno_ecn", 0.0, 0.0, n_flows=2, buffer_bytes=10 * MTU_BYTES, steps=8000)
+    net = lossy["net"]
+    assert float(net.ledger.dropped) > 0
+    assert float(np.sum(np.asarray(net.counters.dropped_bytes))) == pytest.approx(
+        float(net.ledger.dropped), rel=1e-4
+    )
+    sent, accounted = ledger_balance(net)
     assert accounted == pytest.approx(sent, rel=1e-4)
 
 
 def test_dctcp_holds_the_queue_around_k_with_the_predicted_amplitude(dctcp):
-    """DCTCP §3.3: the queue oscillates below K + N packets with amplitude
-    A = ½·sqrt(2N(C·RTT + K)) packets. A fluid model with probabilistic marking smooths
-    the sawtooth, so we allow a factor of 2 either way on A and ±40% on the mean level."""
-    q = dctcp["queue"]
+    """DCTCP §3.3 with N synchronised flows: Q_max = K + N packets, amplitude
+    A = ½·sqrt(2N(C·RTT + K)) packets, so the queue averages about Q_max − A/2.
+
+    Tolerances: the analysis assumes one window cut per sawtooth; here (as in packet-level
+    DCTCP) marks keep arriving for the RTT after the first cut and a second, smaller cut
+    follows, and the fluid senders pace cwnd/RTT instead of bursting, so the swing
+    (1st..99th percentile) comes out 1.0–1.6×A across N=2..10. We allow a factor 2 either
+    way on A and ±25 % on the mean level — far tighter than the gap to classic ECN below.
+    """
+    n, q = dctcp["n"], dctcp["queue"]
     bdp_pkts = BW / 8 * dctcp["rtt"] / MTU_BYTES
-    amplitude = 0.5 * math.sqrt(2 * N_FLOWS * (bdp_pkts + K / MTU_BYTES)) * MTU_BYTES
+    amplitude = 0.5 * math.sqrt(2 * n * (bdp_pkts + K / MTU_BYTES)) * MTU_BYTES
+    q_max = K + n * MTU_BYTES
     swing = np.percentile(q, 99) - np.percentile(q, 1)
     assert 0.5 * amplitude < swing < 2.0 * amplitude
-    assert 0.6 * K < q.mean() < 1.2 * K
-    assert q.max() < K + 2 * amplitude
-    assert dctcp["utilisation"] > 0.9  # K > C·RTT/7 keeps the link busy
+    assert 0.75 * (q_max - amplitude / 2) < q.mean() < 1.25 * (q_max - amplitude / 2)
+    assert q.max() < q_max + amplitude
+    assert dctcp["utilisation"] > 0.95  # K ≈ C·RTT/2 here
 
 
-def test_classic_ecn_swings_further_and_loses_throughput(dctcp, reno):
-    assert reno["queue"].std() > 1.2 * dctcp["queue"].std()
-    assert reno["queue"].min() < 0.5 * dctcp["queue"].min()  # halving empties the queue
-    assert reno["utilisation"] < dctcp["utilisation"]
+def test_dctcp_keeps_the_link_busy_down_to_k_of_a_seventh_of_the_bdp():
+    """DCTCP §3.3: K > C·RTT/7 suffices for full throughput. With the fewest flows (N=2,
+    the largest per-flow sawtooth) and K at that bound the bottleneck stays > 90 % busy
+    (the analysis idealises; the margin covers the fluid model's smoothing)."""
+    rtt = long_env("dctcp", 2).fabric.base_rtt([0, 1])  # host NIC + switch port, as every path
+    k = BW / 8 * rtt / 7
+    run = long_flows("dctcp", k, k, n_flows=2)
+    assert k < 10_000  # the bound really is small here (≈ 5 packets)
+    assert run["utilisation"] > 0.9
+
+
+def test_classic_ecn_swings_further_than_dctcp(reno2):
+    """At N=2, where halving hurts most (the largest per-flow sawtooth)."""
+    dctcp = dctcp_run(2)
+    assert reno2["queue"].std() > 1.5 * dctcp["queue"].std()
+    assert reno2["queue"].min() < 0.2 * dctcp["queue"].min()  # halving drains the queue
+    # K < C·RTT: two synchronised halvings leave the pipe part-empty, DCTCP's gentle cuts don't
+    assert reno2["utilisation"] < 0.95 < dctcp["utilisation"]
 
 
 def test_marking_is_the_p4_programs_rule():
@@ -131,38 +183,106 @@ def test_marking_is_the_p4_programs_rule():
         )
 
 
-def test_env_api_is_pure_jitted_vmappable_and_speaks_the_digests_fields():
-    env = Env.make(preset("star8"), Traffic("websearch", 0.5, duration_s=0.05, incast_degree=4))
+def test_a_step_marks_departures_with_the_red_probability_of_the_queue_left():
+    """One network step on a port holding B bytes of one flow: it sends C·dt and marks
+    exactly pmax·(q−kmin)/(kmax−kmin) of them, q = B − C·dt the bytes left (as the P4
+    egress does); a Not-ECT flow gets no marks at all."""
+    env = long_env("dctcp", 1)
+    _, state = env.reset(jax.random.key(0))
+    kmin, kmax, pmax = 10_000.0, 50_000.0, 0.4
+    per_link = env._per_link(EcnThresholds(*(jnp.full(env.n_ports, v) for v in (kmin, kmax, pmax))))
+    params = state.params
+    port = int(params.path[0, PORT])
+    served = BW / 8 * env.dt
+    backlogs = jnp.array([5_000.0, 20_000.0, 30_000.0, 45_000.0, 80_000.0]) + served
+
+    def marked_fraction(b: jnp.ndarray, ect: jnp.ndarray) -> jnp.ndarray:
+        net = state.net._replace(
+            next_flow=jnp.int32(1),  # flow 0 already admitted by hand, idle at its NIC
+            slot=state.net.slot.at[0].set(0),
+            to_send=state.net.to_send.at[0].set(0.0),
+            backlog=state.net.backlog.at[0, PORT].set(b),
+        )
+        p = params._replace(ect=params.ect.at[0].set(ect))
+        out = network.step(p, net, per_link, env.dt, "dctcp").counters
+        return out.marked_bytes[port] / out.tx_bytes[port]
+
+    fractions = jax.jit(jax.vmap(marked_fraction, in_axes=(0, None)))
+    want = [0.0, 0.1, 0.2, 0.35, 1.0]
+    assert np.allclose(np.asarray(fractions(backlogs, True)), want, atol=1e-3)
+    assert float(jnp.max(fractions(backlogs, False))) == 0.0
+
+
+def test_not_ect_packets_are_never_marked_in_a_shared_queue():
+    """One ECT and one Not-ECT sender share the port at K: the port marks (the ECT flow's
+    bytes), the Not-ECT flow hears no echoes and never backs off for the queue, so its
+    window runs away; the one-step test above shows Not-ECT bytes get no marks at all."""
+    mixed = long_flows("dctcp", K, K, n_flows=2, non_ect=(1,), steps=8000)
+    assert float(np.asarray(mixed["net"].counters.marked_bytes)[mixed["bottleneck"]]) > 0
+    cwnd = np.asarray(mixed["net"].cc.cwnd)
+    src = np.asarray(mixed["params"].src)[np.maximum(np.asarray(mixed["net"].slot), 0)]
+    active = np.asarray(mixed["net"].slot) >= 0
+    assert mixed["queue"].max() > 2 * K
+    assert cwnd[active & (src == 1)].min() > 3 * cwnd[active & (src != 1)].max()
+
+
+@pytest.fixture(scope="module")
+def star8() -> Env:
+    """Poisson WebSearch flows plus 6:1 incasts on star8 with a 20-packet buffer."""
+    traffic = Traffic("websearch", 0.8, duration_s=0.2, incast_degree=6, incast_period_s=0.02)
+    return Env.make(preset("star8"), traffic, buffer_bytes=20 * MTU_BYTES)
+
+
+def test_env_api_is_pure_jitted_vmappable_and_speaks_the_digests_fields(star8):
+    env = star8
     obs, state = env.reset(jax.random.key(1))
     assert obs.shape == (env.n_ports, observation_size("acc"))
     th = EcnThresholds(*(jnp.full(env.n_ports, v) for v in (3000.0, 12000.0, 0.5)))
-    obs2, state2, reward, done, info = env.step(state, th)
+    obs2, _, reward, _, info = env.step(state, th)
     assert np.all(np.isfinite(np.asarray(obs2)))
     assert reward.shape == (env.n_ports,)
     assert isinstance(info["telemetry"], PortTelemetry)  # the controller's record, field for field
     assert info["telemetry"]._fields == PortTelemetry._fields
+    assert all(np.shape(x) == (env.n_ports,) for x in info["telemetry"])
     assert np.allclose(np.asarray(info["telemetry"].kmax_bytes), 12000.0)
     # the same key gives the same episode; vmap batches episodes
     again, _ = env.reset(jax.random.key(1))
     assert np.array_equal(np.asarray(obs), np.asarray(again))
     batch_obs, batch_state = jax.vmap(env.reset)(jax.random.split(jax.random.key(2), 3))
     assert batch_obs.shape == (3, *obs.shape)
-    stepped = jax.vmap(env.step, in_axes=(0, None))(batch_state, th)
-    assert stepped[2].shape == (3, env.n_ports)
-    del state2, done
+    b_obs, _, b_reward, b_done, _ = jax.vmap(env.step, in_axes=(0, None))(batch_state, th)
+    assert b_obs.shape == (3, *obs.shape)
+    assert np.all(np.isfinite(np.asarray(b_obs)))
+    assert b_reward.shape == (3, env.n_ports)
+    assert b_done.shape == (3,)
 
 
-def test_without_ecn_nothing_is_marked():
-    env = Env.make(preset("star8"), Traffic("websearch", 0.8, duration_s=0.2, incast_degree=6))
+def test_a_workload_episode_conserves_bytes_and_marks_only_with_ecn_on(star8):
+    """A real workload: flows finish, some bytes drop, and every byte a host injected is
+    delivered, queued or dropped; a flow that finished delivered exactly its size.
+    kmax = 0 (the P4 reset value) marks nothing."""
+    env = star8
     _, state = env.reset(jax.random.key(3))
     off = EcnThresholds(*(jnp.zeros(env.n_ports) for _ in range(3)))
     on = EcnThresholds(*(jnp.full(env.n_ports, v) for v in (0.0, 1.0, 1.0)))
-    marked = {}
+    marked, dropped = {}, {}
     for name, th in (("off", off), ("on", on)):
         s, total = state, 0.0
-        for _ in range(5):
+        for _ in range(3):
             _, s, _, _, info = env.step(s, th)
             total += float(jnp.sum(info["telemetry"].marked_bytes))
         marked[name] = total
+        dropped[name] = float(s.net.ledger.dropped)
+        net, params = s.net, s.params
+        sent, accounted = ledger_balance(net)
+        assert accounted == pytest.approx(sent, rel=1e-4)
+        finished = np.asarray(net.fct) >= 0
+        active = np.asarray(net.slot) >= 0
+        assert finished.sum() > 5
+        delivered = np.sum(np.asarray(params.size)[finished]) + np.sum(
+            np.asarray(net.delivered)[active]
+        )
+        assert float(net.ledger.delivered) == pytest.approx(delivered, rel=1e-4)
+    assert dropped["off"] > 0  # incasts overflow 20 packets
     assert marked["off"] == 0.0
     assert marked["on"] > 0.0
