@@ -43,6 +43,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_demo)
 
 
+def phase_name(policy: str) -> str:
+    """A phase's directory and label: 'acc:default' -> acc-default, 'pet:a/b/x.msgpack' -> pet-x."""
+    kind, _, arg = policy.partition(":")
+    if "/" in arg or arg.endswith(".msgpack"):
+        arg = Path(arg).stem
+    return f"{kind}-{arg}".replace(",", "_")
+
+
 def run_demo(args: argparse.Namespace) -> int:
     try:
         from ecntune.controller import control_plane
@@ -79,7 +87,7 @@ def run_demo(args: argparse.Namespace) -> int:
             fab.topology, fab.specs, policy, telemetry, buffer_bytes=buffer_bytes
         )
 
-    phases = {policy.replace(":", "-"): plane(policy) for policy in policies}
+    phases = {phase_name(policy): plane(policy) for policy in policies}
     with Fabric(topo, options) as fab:
         run_phases(fab, scenario, phases, out)
     table = write_report(
