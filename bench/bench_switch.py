@@ -4,14 +4,16 @@
   ECMP selector + ECN marking + telemetry) with n ports, each port sending to the next;
   a raw-socket sender in its own process offers more than either switch forwards, and the
   rate is what arrives on the far ends of the egress veths (kernel counters), median of
-  several windows;
+  several windows (min and max and the offered rate alongside: on a machine with few
+  cores the sender and the switch share them, so compare targets, not absolute rates);
 - p4runtime_insert / p4runtime_read / threshold_write_*: P4Runtime latency, median and p99
   of single table-entry inserts, wildcard reads of the routing table, and threshold writes
   by PacketOut (until the ack) and by RegisterEntry (embedded only: BMv2 has none);
 - switch_rss: peak resident memory of the switch process after all of the above.
 
 One JSON object per line with the embedded number, BMv2's ("bmv2": null and a reason when
-simple_switch_grpc is not on PATH) and their ratio. Needs root (veths, raw sockets).
+simple_switch_grpc is not on PATH or BMv2 cannot do it) and their ratio (embedded / BMv2).
+Needs root (veths, raw sockets).
 """
 
 from __future__ import annotations
@@ -31,13 +33,13 @@ from typing import Any
 
 from ecntune.testbed import Testbed
 
-WINDOW_S = 2.0
-WINDOWS = 3
+WINDOW_S = 1.0
+WINDOWS = 5
 LATENCY_SAMPLES = 200
 
 
-def rx_packets(iface: str) -> int:
-    return int(Path(f"/sys/class/net/{iface}/statistics/rx_packets").read_text())
+def if_packets(iface: str, direction: str) -> int:
+    return int(Path(f"/sys/class/net/{iface}/statistics/{direction}_packets").read_text())
 
 
 def frame(src: int, dst: int, sport: int) -> bytes:
@@ -73,7 +75,7 @@ def blast(ifaces: list[str], frames: list[list[bytes]], stop: Any) -> None:
                 i += 1
 
 
-def forwarding_pps(rig: Testbed, n_ports: int) -> float:
+def forwarding_pps(rig: Testbed, n_ports: int) -> dict[str, float]:
     far = [p for _, p in rig.pairs]
     frames = [
         [frame(i, i % n_ports + 1, 1000 + k) for k in range(32)] for i in range(1, n_ports + 1)
@@ -84,13 +86,21 @@ def forwarding_pps(rig: Testbed, n_ports: int) -> float:
     sender.start()
     try:
         time.sleep(0.5)  # warm up
-        rates = []
+        rates, offered = [], []
         for _ in range(WINDOWS):
-            before = sum(rx_packets(p) for p in far)
+            rx0 = sum(if_packets(p, "rx") for p in far)
+            tx0 = sum(if_packets(p, "tx") for p in far)
             t0 = time.monotonic()
             time.sleep(WINDOW_S)
-            rates.append((sum(rx_packets(p) for p in far) - before) / (time.monotonic() - t0))
-        return statistics.median(rates)
+            dt = time.monotonic() - t0
+            rates.append((sum(if_packets(p, "rx") for p in far) - rx0) / dt)
+            offered.append((sum(if_packets(p, "tx") for p in far) - tx0) / dt)
+        return {
+            "pps": round(statistics.median(rates)),
+            "min": round(min(rates)),
+            "max": round(max(rates)),
+            "offered": round(statistics.median(offered)),
+        }
     finally:
         stop.set()
         sender.join(5)
@@ -132,8 +142,11 @@ def control_latencies(rig: Testbed) -> dict[str, dict[str, float] | None]:
         out["threshold_write_register"] = latency_ms(
             lambda _: c.write_registers(regs.as_dict(), 1), 100
         )
-    except P4RuntimeClientError:
-        out["threshold_write_register"] = None  # BMv2: RegisterEntry is UNIMPLEMENTED
+    except P4RuntimeClientError as e:  # BMv2's P4Runtime server: RegisterEntry UNIMPLEMENTED
+        out["threshold_write_register"] = None
+        errors = dict.fromkeys(f"{code} {msg}".strip() for code, msg in e.errors)  # one of each
+        detail = "; ".join(errors) or str(e)
+        out["threshold_write_register_error"] = f"{e.code}: {detail}"[:200]
     return out
 
 
@@ -149,7 +162,9 @@ def measure(target_name: str) -> dict[str, Any]:
     for n_ports in (2, 8):
         rig = Testbed(target_name, n_ports, f"bs{target_name[0]}{n_ports}")
         try:
-            results[f"switch_pps_{n_ports}ports"] = round(forwarding_pps(rig, n_ports))
+            rate = forwarding_pps(rig, n_ports)
+            results[f"switch_pps_{n_ports}ports"] = rate.pop("pps")
+            results[f"switch_pps_{n_ports}ports_detail"] = rate
             if n_ports == 2:
                 results.update(control_latencies(rig))
             results[f"switch_rss_mb_{n_ports}ports"] = round(peak_rss_mb(rig.pid), 1)
@@ -162,12 +177,19 @@ def main() -> int:
     if os.geteuid() != 0:
         print(json.dumps({"bench": "switch", "skipped": "needs root (veths, raw sockets)"}))
         return 0
+    t0 = time.monotonic()
     embedded = measure("embedded")
     have_bmv2 = shutil.which("simple_switch_grpc") is not None
     bmv2 = measure("bmv2") if have_bmv2 else {}
     why = None if have_bmv2 else "simple_switch_grpc is not on PATH"
     for name, value in embedded.items():
+        if name.endswith(("_detail", "_error")):
+            continue
         row: dict[str, Any] = {"bench": name, "embedded": value, "bmv2": bmv2.get(name)}
+        for suffix in ("_detail", "_error"):
+            for side, res in (("embedded", embedded), ("bmv2", bmv2)):
+                if name + suffix in res:
+                    row[f"{side}{suffix}"] = res[name + suffix]
         if why:
             row["bmv2_missing"] = why
         ref = bmv2.get(name)
@@ -176,6 +198,7 @@ def main() -> int:
         elif isinstance(value, float | int) and isinstance(ref, float | int) and ref:
             row["ratio"] = round(value / ref, 3)
         print(json.dumps(row), flush=True)
+    print(json.dumps({"bench": "switch_total_s", "value": round(time.monotonic() - t0, 1)}))
     return 0
 
 

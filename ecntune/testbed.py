@@ -123,9 +123,9 @@ class Testbed:
 
 @contextlib.contextmanager
 def _raw_socket(iface: str):
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # nothing queues before bind
     try:
-        s.bind((iface, 0))
+        s.bind((iface, 0x0003))  # ETH_P_ALL, from this interface only
         yield s
     finally:
         s.close()

@@ -46,7 +46,8 @@ class Port:
             ifindex = socket.if_nametoindex(iface)
         except OSError:
             raise OSError(f"port {number}: no interface named {iface!r}") from None
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        # protocol 0 until bind(): no frames from other interfaces queue up in between
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         try:
             s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
             mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")

@@ -6,7 +6,9 @@ frames, unknown destinations, an ECMP group — goes through each, one packet at
 and every output (port and exact bytes) must match. Then a burst towards one port is
 summarised by a telemetry digest on each target, and the digests' counters must match.
 Marking is configured deterministic (always at kmax = 1 byte, or never) so that random
-numbers cannot differ.
+numbers cannot differ. Each packet is followed by a barrier packet from the same port, and
+its outputs are collected until the barrier comes out, so a slow switch (BMv2's first
+packet, a loaded machine) cannot shift one packet's outputs into the next one's.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from ecntune.topology import host_mac, port_mac
 pytestmark = [pytest.mark.root, pytest.mark.bmv2, pytest.mark.slow]
 
 PORTS = 4
-INTERVAL_S = 0.5
+INTERVAL_S = 1.0
+BARRIER_PORT = 4242
+BARRIER_TIMEOUT_S = 10.0
 
 
 def eth(src: int, dst_ip: str = "10.0.0.2") -> Ether:
@@ -55,6 +59,30 @@ def packets() -> list[tuple[int, bytes]]:
     return out
 
 
+def barrier(port: int) -> bytes:
+    dst = 4 if port != 4 else 1
+    p = eth(port) / IP(src=f"10.0.0.{port}", dst=f"10.0.0.{dst}") / UDP(dport=BARRIER_PORT)
+    return bytes(p / b"barrier")
+
+
+def is_barrier(frame: bytes) -> bool:
+    p = Ether(frame)
+    return UDP in p and p[UDP].dport == BARRIER_PORT and bytes(p[UDP].payload) == b"barrier"
+
+
+def exchange(tb: Testbed, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+    """Send `frame` into `port`; every frame it produced, once a barrier behind it is out."""
+    tb.send(port, frame)
+    tb.send(port, barrier(port))
+    out: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + BARRIER_TIMEOUT_S
+    while not any(is_barrier(f) for _, f in out):
+        assert time.monotonic() < deadline, f"the barrier behind a packet into {port} was lost"
+        out += tb.collect(quiet_s=0.05)
+    out += tb.collect(quiet_s=0.1)  # stragglers on other egress ports
+    return [(p, f) for p, f in out if not is_barrier(f)]
+
+
 def program(tb: Testbed) -> None:
     c = tb.client
     c.insert(c.group(enc.ECMP_SELECTOR, 500, [1, 2, 4]))
@@ -72,10 +100,8 @@ def program(tb: Testbed) -> None:
 def run(target: str) -> dict:
     with Testbed(target, PORTS, f"df{target[0]}") as tb:
         program(tb)
-        outputs = []
-        for port, frame in packets():
-            tb.send(port, frame)
-            outputs.append(tb.collect(quiet_s=0.2))
+        tb.collect(quiet_s=0.2)  # opens the far ends' sockets; nothing may be waiting yet
+        outputs = [exchange(tb, port, frame) for port, frame in packets()]
         # telemetry: close the interval the packets above opened, then 30 packets from two
         # senders to port 4 within one interval, then one more packet to close it
         closer = bytes(eth(1) / IP(src="10.0.0.1", dst="10.0.0.4") / UDP())

@@ -130,8 +130,8 @@ def parse(frame: bytes, port: int, t_recv: float) -> PacketRecord | None:
 
 def listen(args: argparse.Namespace) -> int:
     iface = args.iface or default_iface()
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
-    sock.bind((iface, 0))
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # nothing queues before bind
+    sock.bind((iface, ETH_P_IP))
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.settimeout(0.2)
     stop = False
