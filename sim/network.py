@@ -16,6 +16,7 @@ Per-port counters accumulate exactly the fields of the P4 telemetry digest.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -268,3 +269,26 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
             dropped=s.ledger.dropped + jnp.sum(lost),
         ),
     )
+
+
+@functools.partial(jax.jit, static_argnames=("dt", "kind", "steps"))
+def trace(
+    params: Params, net: NetState, thresholds: jnp.ndarray, dt: float, kind: str, steps: int
+) -> tuple[NetState, tuple[jnp.ndarray, jnp.ndarray]]:
+    """`steps` raw steps, recording every link's queue and cumulative tx bytes per step.
+
+    Below the environment's telemetry intervals: what validation against an analysis or
+    another simulator needs to see (queue oscillations within an RTT).
+    """
+
+    def one(n: NetState, _: None) -> tuple[NetState, tuple[jnp.ndarray, jnp.ndarray]]:
+        n = step(params, n, thresholds, dt, kind)
+        fid = jnp.maximum(n.slot, 0)
+        on = (params.path[fid] >= 0) & (n.slot >= 0)[:, None]
+        link = jnp.where(on, params.path[fid], 0)
+        q = jax.ops.segment_sum(
+            jnp.where(on, n.backlog, 0.0).ravel(), link.ravel(), thresholds.shape[0]
+        )
+        return n, (q, n.counters.tx_bytes)
+
+    return jax.lax.scan(one, net, None, length=steps)

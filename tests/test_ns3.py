@@ -18,7 +18,6 @@ Measured (ns-3.37 / ecntune.sim; mean and 99th-percentile queue in KB):
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import shutil
@@ -92,21 +91,6 @@ def run_ns3(exe: Path, n: int, scenario: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-@functools.partial(jax.jit, static_argnames=("dt", "steps"))
-def _simulate(params, net, per_link, dt: float, steps: int):
-    """Raw DCTCP network steps; per step the queue and the cumulative tx bytes of every link."""
-
-    def one(n: network.NetState, _: None):
-        n = network.step(params, n, per_link, dt, "dctcp")
-        fid = jnp.maximum(n.slot, 0)
-        on = (params.path[fid] >= 0) & (n.slot >= 0)[:, None]
-        link = jnp.where(on, params.path[fid], 0)
-        q = jax.ops.segment_sum(jnp.where(on, n.backlog, 0.0).ravel(), link.ravel(), len(per_link))
-        return n, (q, n.counters.tx_bytes)
-
-    return jax.lax.scan(one, net, None, length=steps)
-
-
 def run_sim(n: int, scenario: str) -> dict:
     """The same scenario in ecntune.sim: n endless flows start at 0.5 ms into one port."""
     rate, k_pkts, _, seconds = SCENARIOS[scenario]
@@ -121,7 +105,7 @@ def run_sim(n: int, scenario: str) -> dict:
     k = jnp.full(env.n_ports, k_pkts * float(MTU_BYTES))
     per_link = env._per_link(EcnThresholds(k, k, jnp.ones(env.n_ports)))
     steps = int(seconds / env.dt)
-    net, (queues, tx) = _simulate(state.params, state.net, per_link, env.dt, steps)
+    net, (queues, tx) = network.trace(state.params, state.net, per_link, env.dt, "dctcp", steps)
     queues, tx = np.asarray(queues), np.asarray(tx)
     port = int(queues.max(axis=0).argmax())
     half = steps // 2

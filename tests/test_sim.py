@@ -28,21 +28,6 @@ STEPS = 24_000  # 7.2 ms of 0.3 µs steps; the long flows start at 0.5 ms
 PORT = 1  # hop index of the switch egress port on a host-switch-host path
 
 
-@functools.partial(jax.jit, static_argnames=("dt", "transport", "steps"))
-def _simulate(params, net, per_link, dt: float, transport: str, steps: int):
-    """Raw network steps; per step the queue and the cumulative tx bytes of every link."""
-
-    def one(n: network.NetState, _: None):
-        n = network.step(params, n, per_link, dt, transport)
-        fid = jnp.maximum(n.slot, 0)
-        on = (params.path[fid] >= 0) & (n.slot >= 0)[:, None]
-        link = jnp.where(on, params.path[fid], 0)
-        q = jax.ops.segment_sum(jnp.where(on, n.backlog, 0.0).ravel(), link.ravel(), len(per_link))
-        return n, (q, n.counters.tx_bytes)
-
-    return jax.lax.scan(one, net, None, length=steps)
-
-
 def long_env(transport: str, n_flows: int, buffer_bytes: float = 1e6, non_ect=()) -> Env:
     """n_flows hosts each start one endless flow at 0.5 ms towards one receiver (10 Gbit/s)."""
     topo = single_switch(n_flows + 1, BW)
@@ -68,7 +53,7 @@ def long_flows(
     p = env.n_ports
     per_link = env._per_link(EcnThresholds(jnp.full(p, kmin), jnp.full(p, kmax), jnp.ones(p)))
     params = state.params
-    net, (queues, tx) = _simulate(params, state.net, per_link, env.dt, transport, steps)
+    net, (queues, tx) = network.trace(params, state.net, per_link, env.dt, transport, steps)
     queues, tx = np.asarray(queues), np.asarray(tx)
     bottleneck = int(queues.max(axis=0).argmax())
     half = steps // 2  # after the start-up transient (slow start ends well before)
