@@ -30,9 +30,23 @@ import numpy as np
 MICE_BYTES = 100_000
 
 
+# The fabrics the emulation runs (Mbit/s links through the embedded switch) train with the
+# controller's decision interval and the delays packets see there; the papers' datacenter
+# fabrics (testbed24, fabric288) keep their own 1 µs wires and decide every ~40 RTTs.
+EMULATED = ("tiny", "star8", "leafspine-2x2", "leafspine-2x4")
+# A datacenter switch port's share of a shared buffer (dynamic thresholds let one congested
+# port hold a few MB on 12-32 MB chips): deep enough for SECN2's 400 KB·BW/25G kmax.
+DATACENTER_BUFFER_BYTES = 2_000_000
+
+
 @dataclasses.dataclass(frozen=True)
 class SimScenario:
-    """Which fabric and traffic the agent trains and is judged on."""
+    """Which fabric and traffic the agent trains and is judged on.
+
+    None means "what this fabric runs with": 4 s episodes, the controller's 0.1 s interval,
+    125 µs per link and BMv2's 64-packet queues on the emulated fabrics; 20 ms episodes,
+    40-RTT intervals, the preset's 1 µs links and 2 MB per port on the datacenter ones.
+    """
 
     topology: str = "star8"
     workload: str = "websearch"
@@ -40,34 +54,76 @@ class SimScenario:
     incast: int = 4
     incast_bytes: int = 64_000
     transport: str = "dctcp"
-    episode_s: float = 4.0
-    interval_s: float | None = 0.1  # the controller's decision interval
+    episode_s: float | None = None
+    interval_s: float | None = None
     # The emulated fabric's one-way delay per link: packets through the embedded switch
     # see ~0.5 ms RTT across one switch (ping), not the preset's 1 µs wires.
-    link_delay_s: float | None = 125e-6
+    link_delay_s: float | None = None
+    buffer_bytes: float | None = None
+    switch_to: str | None = None  # a second workload from halfway through (convergence)
+    # (directed link "node:port", down at, up at) as fractions of the episode (robustness)
+    failures: tuple[tuple[str, float, float], ...] = ()
+
+    @property
+    def emulated(self) -> bool:
+        return self.topology in EMULATED
+
+    def resolved(self) -> SimScenario:
+        """Every None replaced by this fabric's own value (what checkpoints record)."""
+        emulated = self.emulated
+        return dataclasses.replace(
+            self,
+            episode_s=self.episode_s or (4.0 if emulated else 0.02),
+            interval_s=self.interval_s or (0.1 if emulated else None),
+            link_delay_s=self.link_delay_s or (125e-6 if emulated else None),
+            buffer_bytes=self.buffer_bytes or (None if emulated else DATACENTER_BUFFER_BYTES),
+        )
 
     def env(self, features: str = "acc", reward: str = "acc"):  # -> ecntune.sim.env.Env
         from ecntune.sim.env import Env
+        from ecntune.sim.fabric import build
         from ecntune.sim.schedule import Traffic
         from ecntune.topology import preset
 
-        topology = preset(self.topology)
-        if self.link_delay_s is not None:
+        sc = self.resolved()
+        topology = preset(sc.topology)
+        if sc.link_delay_s is not None:
             topology.links = [
-                dataclasses.replace(lk, delay_s=self.link_delay_s) for lk in topology.links
+                dataclasses.replace(lk, delay_s=sc.link_delay_s) for lk in topology.links
             ]
+        episode = float(sc.episode_s)  # resolved: never None
         traffic = Traffic(
-            self.workload,
-            self.load,
-            duration_s=self.episode_s,
-            incast_degree=self.incast,
-            incast_period_s=self.episode_s / 10,
-            incast_bytes=self.incast_bytes,
+            sc.workload,
+            sc.load,
+            duration_s=episode,
+            incast_degree=sc.incast,
+            incast_period_s=episode / 10,
+            incast_bytes=sc.incast_bytes,
+            switch_to=sc.switch_to,
+            failures=failed_links(build(topology), sc.failures, episode),
         )
         return Env.make(
-            topology, traffic, self.transport, interval_s=self.interval_s,
-            features=features, reward=reward,
+            topology, traffic, sc.transport, interval_s=sc.interval_s,
+            features=features, reward=reward, buffer_bytes=sc.buffer_bytes,
         )  # fmt: skip
+
+
+def failed_links(
+    fabric: Any, failures: tuple[tuple[str, float, float], ...], episode_s: float
+) -> tuple[tuple[int, float, float], ...]:
+    """("leaf1:3", 0.3, 0.6) -> both directions of that cable down from 30 % to 60 % of the
+    episode, as the simulator's (link id, down s, up s). Flows hashed onto it stall until it
+    is back: the window before routing reconverges, which is what ECN tuning must ride out."""
+    index = {f"{node}:{port}": i for i, (node, port) in enumerate(fabric.names)}
+    out = []
+    for name, down, up in failures:
+        if name not in index:
+            raise ValueError(f"no link {name!r}; links are node:port, e.g. {next(iter(index))}")
+        if not 0 <= down < up:
+            raise ValueError(f"a failure needs 0 <= down < up, got {down}, {up}")
+        i = index[name]
+        out += [(link, down * episode_s, up * episode_s) for link in (i, fabric.peer(i))]
+    return tuple(out)
 
 
 def _ports_of_switches(env: Any) -> list[np.ndarray]:
@@ -82,6 +138,7 @@ def train_acc(
     config: Any = None,
     save_every: int = 10,
     progress: bool = True,
+    judge: Judge | None = None,
 ) -> Path:
     """Train one ACC agent per switch; returns the checkpoint path."""
     import jax
@@ -107,7 +164,7 @@ def train_acc(
     replay = ddqn.Replay(config, len(switches), example)
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / "acc.msgpack"
-    curve: list[dict[str, float]] = []
+    log = TrainingLog(out, f"acc:{checkpoint}", scenario, episodes, save_every, judge)
     step, recent = 0, []
     bar = tqdm(range(episodes), desc="train acc", unit="ep", disable=not progress)
     for episode in bar:
@@ -153,14 +210,11 @@ def train_acc(
             "reward": float(np.mean(rewards)) if rewards else float("nan"),
             "loss": float(np.mean(losses)) if losses else float("nan"),
         }
-        curve.append(row)
+        # one network serves every switch of the fabric it was trained for: the first
+        # switch's (leaf-spines train them alike through the global replay)
+        log.end_episode(row, lambda meta: ddqn.save(checkpoint, config, learners[0].params, meta))
         bar.set_postfix(reward=f"{row['reward']:.3f}", eps=f"{row['epsilon']:.2f}")
-        if (episode + 1) % save_every == 0 or episode == episodes - 1:
-            meta = {"scenario": dataclasses.asdict(scenario), "episodes": episode + 1}
-            # one network serves every switch of the fabric it was trained for: the first
-            # switch's (leaf-spines train them alike through the global replay)
-            ddqn.save(checkpoint, config, learners[0].params, meta)
-    _write_curve(curve, out, "ACC (double DQN)", "epsilon")
+    log.write("ACC (double DQN)", "epsilon")
     return checkpoint
 
 
@@ -172,6 +226,7 @@ def train_pet(
     config: Any = None,
     save_every: int = 10,
     progress: bool = True,
+    judge: Judge | None = None,
 ) -> Path:
     """Train one PET agent per switch (independent PPO); returns the checkpoint path."""
     import jax
@@ -198,7 +253,7 @@ def train_pet(
     learn = jax.jit(lambda lr, b, k: ippo.update(config, nets, lr, b, k))
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / "pet.msgpack"
-    curve: list[dict[str, float]] = []
+    log = TrainingLog(out, f"pet:{checkpoint}", scenario, episodes, save_every, judge)
     bar = tqdm(range(episodes), desc="train pet", unit="ep", disable=not progress)
     for episode in bar:
         key, k_reset = jax.random.split(key)
@@ -236,38 +291,126 @@ def train_pet(
             "reward": float(np.mean(rewards)) if rewards else float("nan"),
             "loss": float(np.mean(losses)),
         }
-        curve.append(row)
+        log.end_episode(row, lambda meta: ippo.save(checkpoint, config, learners[0].params, meta))
         bar.set_postfix(reward=f"{row['reward']:.3f}", entropy=f"{row['entropy']:.2f}")
-        if (episode + 1) % save_every == 0 or episode == episodes - 1:
-            meta = {"scenario": dataclasses.asdict(scenario), "episodes": episode + 1}
-            ippo.save(checkpoint, config, learners[0].params, meta)
-    _write_curve(curve, out, "PET (independent PPO)", "entropy")
+    log.write("PET (independent PPO)", "entropy")
     return checkpoint
 
 
-def _write_curve(curve: list[dict[str, float]], out: Path, title: str, explore: str) -> None:
-    with open(out / "learning_curve.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(curve[0]))
-        w.writeheader()
-        w.writerows(curve)
-    import matplotlib
+class TrainingLog:
+    """What every training loop shares: the learning curve, a checkpoint every `save_every`
+    episodes (and at the end), the optional judge of each checkpoint, and the training
+    wall time with judging left out (what "time until it beats static" means)."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def __init__(
+        self, out: Path, policy: str, scenario: SimScenario, episodes: int, save_every: int,
+        judge: Judge | None,
+    ) -> None:  # fmt: skip
+        self.out, self.policy, self.scenario = out, policy, scenario
+        self.episodes, self.save_every, self.judge = episodes, save_every, judge
+        self.curve: list[dict[str, Any]] = []
+        self.start, self.judging = time.monotonic(), 0.0
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ep = [r["episode"] for r in curve]
-    ax.plot(ep, [r["reward"] for r in curve], label="mean reward of busy ports per interval")
-    ax.set_xlabel("episode")
-    ax.set_ylabel("reward")
-    ax2 = ax.twinx()
-    ax2.plot(ep, [r[explore] for r in curve], color="grey", linestyle="--", label=explore)
-    ax2.set_ylabel(explore)
-    ax.set_title(f"{title} training in the simulator")
-    fig.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(out / "learning_curve.png", dpi=120)
-    plt.close(fig)
+    def end_episode(self, row: dict[str, Any], save: Any) -> None:
+        """Record the episode; `save(meta)` writes the checkpoint when one is due."""
+        row["wall_s"] = round(time.monotonic() - self.start - self.judging, 2)
+        done = row["episode"] + 1
+        if done % self.save_every == 0 or done == self.episodes:
+            save({"scenario": dataclasses.asdict(self.scenario.resolved()), "episodes": done})
+            if self.judge is not None:
+                t = time.monotonic()
+                row.update(self.judge(self.policy))
+                self.judging += time.monotonic() - t
+                from tqdm import tqdm
+
+                tqdm.write(
+                    f"episode {done}: mice mean slowdown {row['judge_mice_mean']:.3f}, "
+                    f"best static {row['best_static_mice_mean']:.3f} ({row['best_static']})"
+                )
+        self.curve.append(row)
+        self._write_csv()
+
+    def _write_csv(self) -> None:
+        fields = list(dict.fromkeys(k for r in self.curve for k in r))
+        with open(self.out / "learning_curve.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields, restval="")
+            w.writeheader()
+            w.writerows(self.curve)
+
+    def write(self, title: str, explore: str) -> None:
+        """learning_curve.png (reward, exploration and, if judged, mice FCT over time)."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        judged = [r for r in self.curve if "judge_mice_mean" in r]
+        fig, axes = plt.subplots(1, 2 if judged else 1, figsize=(11 if judged else 6, 3.5))
+        ax = axes[0] if judged else axes
+        ep = [r["episode"] for r in self.curve]
+        ax.plot(ep, [r["reward"] for r in self.curve], label="mean reward of busy ports")
+        ax.set_xlabel("episode")
+        ax.set_ylabel("reward")
+        ax2 = ax.twinx()
+        ax2.plot(ep, [r[explore] for r in self.curve], color="grey", linestyle="--", label=explore)
+        ax2.set_ylabel(explore)
+        ax.set_title(f"{title} training in the simulator")
+        ax.legend(loc="lower left")
+        ax2.legend(loc="lower right")
+        if judged:
+            ax = axes[1]
+            x = [r["wall_s"] for r in judged]
+            ax.plot(x, [r["judge_mice_mean"] for r in judged], marker="o", label="agent (greedy)")
+            ax.axhline(judged[-1]["best_static_mice_mean"], color="red", linestyle=":",
+                       label=f"best static ({judged[-1]['best_static']})")  # fmt: skip
+            ax.set_xlabel("training wall time, s (judging excluded)")
+            ax.set_ylabel("mice (< 100 KB) mean FCT slowdown")
+            ax.set_title("unseen episodes")
+            ax.legend()
+        fig.tight_layout()
+        fig.savefig(self.out / "learning_curve.png", dpi=120)
+        plt.close(fig)
+
+
+class Judge:
+    """Scores checkpoints during training on fixed unseen episodes against the best static
+    baseline (lowest mice mean FCT slowdown), each compared on the flows both completed."""
+
+    def __init__(
+        self,
+        scenario: SimScenario,
+        episodes: int = 2,
+        baselines: tuple[str, ...] = ("secn1", "secn2"),
+        seed: int = 2000,
+    ) -> None:
+        import jax
+
+        from ecntune.agent.policy import load_policy
+
+        self.env = scenario.env()
+        self.keys = [jax.random.key(seed + i) for i in range(episodes)]
+        self.static = {
+            f"static:{b}": [run_policy(self.env, load_policy(f"static:{b}"), k) for k in self.keys]
+            for b in baselines
+        }
+
+    def __call__(self, policy: str) -> dict[str, Any]:
+        from ecntune.agent.policy import load_policy
+
+        mine = [run_policy(self.env, load_policy(policy), k) for k in self.keys]
+        best_name, best, score = "", float("inf"), float("nan")
+        for name, runs in self.static.items():
+            common = common_flows({"agent": mine, name: runs})
+            base = summarise(name, runs, common)["mice_mean"]
+            if base < best:
+                best_name, best = name, base
+                score = summarise("agent", mine, common)["mice_mean"]
+        return {
+            "judge_mice_mean": round(score, 4),
+            "best_static": best_name,
+            "best_static_mice_mean": round(best, 4),
+            "beats_static": bool(score < best),
+        }
 
 
 # -- evaluation ---------------------------------------------------------------------------------
@@ -281,7 +424,7 @@ def run_policy(env: Any, policy: Any, key: Any) -> dict[str, Any]:
 
     _, state = env.reset(key)
     history, done = state.history, False
-    queue, util, rewards, marks = [], [], [], []
+    queue, util, rewards, marks, settings = [], [], [], [], []
     while not done:
         th = policy.act(history)
         th = EcnThresholds(*(jnp.asarray(x, jnp.float32) for x in th))
@@ -289,6 +432,10 @@ def run_policy(env: Any, policy: Any, key: Any) -> dict[str, Any]:
         history, done = state.history, bool(done)
         tel = info["telemetry"]
         busy = np.asarray(tel.tx_bytes) > 0
+        # the setting busy ports ran with (median over them: what a reader should see)
+        settings.append(
+            [float(np.median(np.asarray(x)[busy])) if busy.any() else np.nan for x in th]
+        )
         q = np.asarray(tel.qdepth_sum_bytes) / np.maximum(np.asarray(tel.qdepth_samples), 1)
         queue.append(q[busy])
         util.append(np.asarray(tel.tx_bytes) * 8 / np.asarray(tel.link_bps) / env.interval_s)
@@ -306,6 +453,7 @@ def run_policy(env: Any, policy: Any, key: Any) -> dict[str, Any]:
         "utilisation": float(np.mean(np.concatenate(util))),
         "marked": float(np.mean(marks)),
         "reward": float(np.nanmean(rewards)),
+        "settings": np.array(settings),  # (intervals, 3): kmin, kmax, pmax of busy ports
     }
 
 
@@ -334,6 +482,27 @@ def summarise(name: str, runs: list[dict[str, Any]], common: list[np.ndarray]) -
     return row
 
 
+SIZE_BUCKETS = ((0, 10_000, "< 10 KB"), (10_000, MICE_BYTES, "10-100 KB"),
+                (MICE_BYTES, 1_000_000, "100 KB-1 MB"), (1_000_000, np.inf, "> 1 MB"))  # fmt: skip
+
+
+def by_size(name: str, runs: list[dict[str, Any]], common: list[np.ndarray]) -> list[dict]:
+    """FCT slowdown by flow-size bucket (the papers' Fig. "FCT breakdown")."""
+    slow = np.concatenate([r["slowdown"][m] for r, m in zip(runs, common, strict=True)])
+    size = np.concatenate([r["size"][m] for r, m in zip(runs, common, strict=True)])
+    rows = []
+    for lo, hi, label in SIZE_BUCKETS:
+        x = slow[(size >= lo) & (size < hi)]
+        rows.append({
+            "policy": name, "bucket": label, "flows": int(x.size),
+            **{k: float(f(x)) if x.size else float("nan") for k, f in (
+                ("mean", np.mean), ("p95", lambda v: np.percentile(v, 95)),
+                ("p99", lambda v: np.percentile(v, 99)),
+            )},
+        })  # fmt: skip
+    return rows
+
+
 def evaluate(
     scenario: SimScenario, policies: dict[str, Any], episodes: int, out: Path, seed: int = 1000
 ) -> list[dict[str, Any]]:
@@ -354,16 +523,29 @@ def evaluate(
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    buckets = [b for name, r in runs.items() for b in by_size(name, r, common)]
+    with open(out / "fct_by_size.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(buckets[0]))
+        w.writeheader()
+        w.writerows(buckets)
     (out / "evaluation.md").write_text(markdown_table(scenario, rows))
     _plot_fct(runs, common, out / "fct.png")
+    _plot_breakdown(runs, buckets, env.interval_s, out / "evaluation.png")
     return rows
 
 
 def markdown_table(scenario: SimScenario, rows: list[dict[str, Any]]) -> str:
+    events = "".join(
+        [f", switching to {scenario.switch_to} halfway" if scenario.switch_to else ""]
+        + [
+            f", {link} down {down:.0%}-{up:.0%} of the episode"
+            for link, down, up in scenario.failures
+        ]
+    )
     head = (
         f"Simulated {scenario.topology}, {scenario.workload} at {scenario.load:.0%} load, "
-        f"{scenario.incast}:1 incasts, {scenario.transport}. FCT slowdown over the flows every "
-        "policy completed; `unfinished`: flows still running when the episode ended.\n\n"
+        f"{scenario.incast}:1 incasts{events}, {scenario.transport}. FCT slowdown over the flows "
+        "every policy completed; `unfinished`: flows still running when the episode ended.\n\n"
         "| policy | flows | unfinished | mice mean | mice p99 | all mean | all p99 | queue KB "
         "| util | marked |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n"
@@ -405,7 +587,61 @@ def _plot_fct(runs: dict[str, list[dict[str, Any]]], common: list[np.ndarray], p
     plt.close(fig)
 
 
+def _plot_breakdown(
+    runs: dict[str, list[dict[str, Any]]], buckets: list[dict], interval_s: float, path: Path
+) -> None:
+    """FCT slowdown by size (mean bars, p99 ticks), the queue CDF, thresholds over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    names = list(runs)
+    width = 0.8 / len(names)
+    labels = [label for _, _, label in SIZE_BUCKETS]
+    for i, name in enumerate(names):
+        mine = [b for b in buckets if b["policy"] == name]
+        x = np.arange(len(labels)) + i * width
+        bars = axes[0].bar(x, [b["mean"] for b in mine], width, label=name)
+        axes[0].scatter(x, [b["p99"] for b in mine], marker="_", s=200,
+                        color=bars.patches[0].get_facecolor())  # fmt: skip
+        q = np.sort(np.concatenate([r["queue"] for r in runs[name]])) / 1000
+        if q.size:
+            axes[1].plot(q, np.arange(1, q.size + 1) / q.size, label=name)
+        s = runs[name][0]["settings"]
+        t = np.arange(len(s)) * interval_s * 1000
+        axes[2].step(t, s[:, 0] / 1000, where="post", label=f"{name} kmin")
+        axes[2].step(
+            t, s[:, 1] / 1000, where="post", linestyle=":", color=axes[2].lines[-1].get_color()
+        )
+    axes[0].set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels)
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("FCT slowdown (bar: mean, tick: p99)")
+    axes[0].set_title("by flow size")
+    axes[0].legend(fontsize=7)
+    axes[1].set_xlabel("mean queue per busy port and interval, KB")
+    axes[1].set_ylabel("fraction")
+    axes[1].set_title("queue length CDF")
+    axes[2].set_xlabel("time, ms (first episode)")
+    axes[2].set_ylabel("KB (median over busy ports)")
+    axes[2].set_yscale("log")
+    axes[2].set_title("kmin (solid) and kmax (dotted) over time")
+    axes[2].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 # -- the commands -------------------------------------------------------------------------------
+
+
+def _failure(text: str) -> tuple[str, float, float]:
+    try:
+        link, down, up = text.split(",")
+        return link, float(down), float(up)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--fail wants NODE:PORT,DOWN,UP, got {text!r}") from None
 
 
 def _scenario_args(p: argparse.ArgumentParser) -> None:
@@ -414,7 +650,15 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--load", type=float, default=0.6)
     p.add_argument("--incast", type=int, default=4, help="N:1 incast degree (0: none)")
     p.add_argument("--transport", default="dctcp", choices=["dctcp", "dcqcn", "reno_ecn"])
-    p.add_argument("--episode-s", type=float, default=4.0, help="simulated seconds per episode")
+    p.add_argument(
+        "--episode-s", type=float, default=None,
+        help="simulated seconds per episode (default: 4 emulated fabrics, 0.02 datacenter ones)",
+    )  # fmt: skip
+    p.add_argument("--switch-to", default=None, help="switch to this workload halfway through")
+    p.add_argument(
+        "--fail", action="append", default=[], type=_failure, metavar="NODE:PORT,DOWN,UP",
+        help="a cable down between two fractions of the episode, e.g. leaf1:1,0.3,0.6 (repeatable)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -426,6 +670,8 @@ def _scenario(args: argparse.Namespace) -> SimScenario:
         incast=args.incast,
         transport=args.transport,
         episode_s=args.episode_s,
+        switch_to=args.switch_to,
+        failures=tuple(args.fail),
     )
 
 
@@ -443,6 +689,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--gamma", type=float, default=0.9, help="discount per interval")
     t.add_argument("--eps-decay", type=float, default=1000.0, help="ACC: ε decay, in intervals")
     t.add_argument("--save-every", type=int, default=10)
+    t.add_argument(
+        "--judge-episodes", type=int, default=0,
+        help="score every saved checkpoint on this many unseen episodes against SECN1/SECN2",
+    )  # fmt: skip
     t.add_argument("--out", type=Path, default=None, help="default: results/train-<algo>")
     t.set_defaults(func=run_train)
     e = sub.add_parser("eval", help="compare agents and static baselines in the simulator")
@@ -459,7 +709,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     out = args.out or Path("results") / f"train-{args.algo}"
-    start = time.monotonic()
     if args.algo == "acc":
         from ecntune.agent.ddqn import DdqnConfig
 
@@ -470,10 +719,26 @@ def run_train(args: argparse.Namespace) -> int:
         config = IppoConfig(levels=args.levels, gamma=args.gamma)
     if args.pmax:
         config = dataclasses.replace(config, pmax=tuple(float(p) for p in args.pmax.split(",")))
+    scenario = _scenario(args)
     train = train_acc if args.algo == "acc" else train_pet
-    path = train(_scenario(args), args.episodes, out, args.seed, config, args.save_every)
+    try:
+        judge = Judge(scenario, args.judge_episodes) if args.judge_episodes > 0 else None
+        start = time.monotonic()
+        path = train(scenario, args.episodes, out, args.seed, config, args.save_every, judge=judge)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"checkpoint: {path} ({time.monotonic() - start:.0f} s)")
     print(f"learning curve: {out / 'learning_curve.png'}")
+    if judge is not None:
+        curve = list(csv.DictReader((out / "learning_curve.csv").open()))
+        beat = [r for r in curve if r.get("beats_static") == "True"]
+        print(
+            f"first beat {beat[0]['best_static']} at episode {beat[0]['episode']}, "
+            f"{float(beat[0]['wall_s']):.0f} s of training"
+            if beat
+            else "did not beat the best static baseline on the judged episodes"
+        )
     return 0
 
 
@@ -488,7 +753,11 @@ def run_eval(args: argparse.Namespace) -> int:
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-    rows = evaluate(_scenario(args), policies, args.episodes, args.out, seed=1000 + args.seed)
+    try:
+        rows = evaluate(_scenario(args), policies, args.episodes, args.out, seed=1000 + args.seed)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(markdown_table(_scenario(args), rows))
-    print(f"written: {args.out}/evaluation.csv, evaluation.md, fct.png")
+    print(f"written: {args.out}/evaluation.csv, evaluation.md, fct_by_size.csv, *.png")
     return 0

@@ -162,15 +162,18 @@ class Topology:
                     todo.append(other)
         return dist
 
-    def next_hops(self, switch: str, dst_host: str) -> tuple[NextHop, ...]:
-        """All equal-cost next hops from `switch` towards `dst_host`."""
+    def next_hops(
+        self, switch: str, dst_host: str, dist: dict[str, int] | None = None
+    ) -> tuple[NextHop, ...]:
+        """All equal-cost next hops from `switch` towards `dst_host` (`dist`: the hop counts
+        to its switch, when the caller already has them)."""
         host = self.hosts[dst_host]
         dev = self.switches[switch].device_id
         if host.switch == switch:
             return (
                 NextHop(host.switch_port, port_mac(dev, host.switch_port), host.mac, host.name),
             )
-        dist = self._hops_to(host.switch)
+        dist = dist if dist is not None else self._hops_to(host.switch)
         if switch not in dist:
             raise ValueError(f"{dst_host} is unreachable from {switch}")
         hops = []
@@ -202,9 +205,11 @@ class Topology:
         if src_host == dst_host:
             raise ValueError("a path needs two different hosts")
 
+        dist = self._hops_to(self.hosts[dst_host].switch)
+
         def extend(switch: str) -> list[list[tuple[str, int]]]:
             out = []
-            for hop in self.next_hops(switch, dst_host):
+            for hop in self.next_hops(switch, dst_host, dist):
                 if hop.neighbour == dst_host:
                     out.append([(switch, hop.port)])
                 else:

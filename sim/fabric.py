@@ -9,7 +9,7 @@ Topology.paths, so the simulator and the P4 switches agree on how many ways ther
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -39,6 +39,10 @@ class Fabric:
     hosts: list[str]
     host_uplink: np.ndarray  # directed link id of each host's NIC
     max_hops: int
+    index: dict[tuple[str, int], int] = field(default_factory=dict)  # names[i] -> i
+    # egress-port paths from a switch to a host: every host behind that switch shares them
+    # (memoised: the 288-host fabric has 83 k host pairs but only 12 x 288 of these)
+    _from_switch: dict[tuple[str, str], list[list[int]]] = field(default_factory=dict)
 
     @property
     def n_links(self) -> int:
@@ -52,13 +56,19 @@ class Fabric:
         node, port = self.names[int(self.ports[i])]
         return f"{node}:{port}"
 
+    def peer(self, link: int) -> int:
+        """The other direction of the same cable (build() adds both directions in turn)."""
+        return link ^ 1
+
     def paths(self, src: int, dst: int) -> list[list[int]]:
         """Every ECMP path between two hosts (host indices) as directed link ids."""
-        index = {name: i for i, name in enumerate(self.names)}
-        out = []
-        for hops in self.topology.paths(self.hosts[src], self.hosts[dst]):
-            out.append([int(self.host_uplink[src]), *(index[h] for h in hops)])
-        return out
+        src_name, dst_name = self.hosts[src], self.hosts[dst]
+        key = (self.topology.hosts[src_name].switch, dst_name)
+        if key not in self._from_switch:
+            self._from_switch[key] = [
+                [self.index[h] for h in hops] for hops in self.topology.paths(src_name, dst_name)
+            ]
+        return [[int(self.host_uplink[src]), *p] for p in self._from_switch[key]]
 
     def base_rtt(self, path: list[int]) -> float:
         """Twice the propagation delay plus one MTU's serialisation per hop, both ways."""
@@ -110,4 +120,5 @@ def build(topology: Topology, buffer_bytes: float | None = None) -> Fabric:
         hosts,
         host_uplink,
         max(hop_counts),
+        index={name: i for i, name in enumerate(names)},
     )

@@ -3,7 +3,9 @@
 Model (per step of `dt` seconds):
 - each active flow has a backlog at every hop of its path (bytes waiting in that egress
   queue); a link's queue is the sum of the backlogs there; the link serves up to
-  capacity·dt, shared in proportion to the backlogs (FIFO on average);
+  capacity·dt, shared in proportion to the backlogs (FIFO on average), a backlog under
+  one MTU weighing as one MTU (a last packet leaves after the queue ahead of it, as in
+  FIFO, rather than trickling out geometrically);
 - bytes served leave `marked` with the RED probability of the P4 program, evaluated on the
   bytes left in the queue (marks are never undone; Not-ECT flows are never marked); served
   bytes move to the next hop, or are delivered at the last one;
@@ -168,15 +170,20 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     inject = jnp.where(active, jnp.minimum(s.to_send, rate * dt), 0.0)
     backlog = s.backlog.at[:, 0].add(inject)
 
-    # 2. every queue serves capacity·dt, shared by backlog; departures are marked
+    # 2. every queue serves capacity·dt, shared by backlog — a backlog under one packet
+    #    weighs as a whole packet, so a flow's last packet leaves after the queue ahead of
+    #    it (FIFO) instead of decaying geometrically; departures are marked
     q = queue_of(backlog)
-    served = jnp.minimum(q, capacity * dt)
-    share = jnp.where(q > 0, served / jnp.maximum(q, 1e-9), 0.0)
-    q_left = q - served
+    weight = jnp.where(hop_ok & (backlog > 0), jnp.maximum(backlog, MTU_BYTES), 0.0)
+    total_weight = queue_of(weight)
+    allowance = capacity[link] * dt * weight / jnp.maximum(total_weight[link], 1e-9)
+    dep = jnp.where(hop_ok, jnp.minimum(backlog, allowance), 0.0)
+    served = queue_of(dep)
+    q_left = jnp.maximum(q - served, 0.0)
     kmin, kmax, pmax = thresholds[:, 0], thresholds[:, 1], thresholds[:, 2]
     p_mark = red_probability(q_left, kmin, kmax, pmax)
-    dep = jnp.where(hop_ok, backlog * share[link], 0.0)
-    dep_marked_before = jnp.where(hop_ok, s.backlog_marked * share[link], 0.0)
+    frac = jnp.where(backlog > 0, dep / jnp.maximum(backlog, 1e-9), 0.0)
+    dep_marked_before = jnp.where(hop_ok, s.backlog_marked * frac, 0.0)
     ect = params.ect[fid][:, None]  # non-ECT packets are never marked (the P4 program's rule)
     new_marks = jnp.where(ect, (dep - dep_marked_before) * p_mark[link], 0.0)
     dep_marked = dep_marked_before + new_marks

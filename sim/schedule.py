@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ecntune.sim.fabric import Fabric
+from ecntune.sim.fabric import MTU_BYTES, Fabric
 from ecntune.sim.network import Params
 from ecntune.traffic.workload import load_cdf
 
@@ -38,19 +38,36 @@ class PathTable(NamedTuple):
 
 
 def path_table(fabric: Fabric) -> PathTable:
+    """Built per (source switch, destination): hosts behind one switch share their paths."""
     n = len(fabric.hosts)
-    per_pair = {(s, d): fabric.paths(s, d) for s in range(n) for d in range(n) if s != d}
-    width = max(len(p) for p in per_pair.values())
-    links = np.full((n, n, width, fabric.max_hops), -1, np.int32)
-    count = np.ones((n, n), np.int32)
-    hops = np.ones((n, n, width), np.int32)
-    rtt = np.zeros((n, n, width), np.float32)
-    for (s, d), paths in per_pair.items():
-        count[s, d] = len(paths)
+    host_switch = [fabric.topology.hosts[h].switch for h in fabric.hosts]
+    switches = sorted(set(host_switch))
+    behind = {sw: [h for h in range(n) if host_switch[h] == sw] for sw in switches}
+    beyond = {  # egress ports after the source NIC, per (source switch, destination host)
+        (sw, d): [p[1:] for p in fabric.paths(next(h for h in behind[sw] if h != d), d)]
+        for sw in switches
+        for d in range(n)
+        if behind[sw] != [d]
+    }
+    width = max(len(p) for p in beyond.values())
+    per_switch = np.full((len(switches), n, width, fabric.max_hops), -1, np.int32)
+    per_count = np.ones((len(switches), n), np.int32)
+    for (sw, d), paths in beyond.items():
+        per_count[switches.index(sw), d] = len(paths)
         for i, p in enumerate(paths):
-            links[s, d, i, : len(p)] = p
-            hops[s, d, i] = len(p)
-            rtt[s, d, i] = fabric.base_rtt(p)
+            per_switch[switches.index(sw), d, i, 1 : 1 + len(p)] = p
+    row = np.array([switches.index(sw) for sw in host_switch])
+    links = per_switch[row]  # (n, n, width, hops)
+    links[..., 0] = np.where(links[..., 1] >= 0, fabric.host_uplink[:, None, None], -1)
+    count = per_count[row]
+    links[np.arange(n), np.arange(n)] = -1  # no path to oneself
+    count[np.arange(n), np.arange(n)] = 1
+    on = links >= 0
+    hops = np.maximum(on.sum(axis=-1), 1).astype(np.int32)
+    # Fabric.base_rtt for every path at once: propagation and one MTU per hop, both ways
+    lk = np.where(on, links, 0)
+    per_hop = fabric.links.delay_s[lk] + MTU_BYTES / fabric.links.capacity[lk]
+    rtt = (2 * np.sum(np.where(on, per_hop, 0.0), axis=-1)).astype(np.float32)
     up = fabric.links.capacity[fabric.host_uplink]
     return PathTable(
         jnp.asarray(links), jnp.asarray(count), jnp.asarray(hops), jnp.asarray(rtt),
@@ -144,15 +161,14 @@ def sample(
     n_hosts = table.uplink_rate.shape[0]
     k_gap, k_size1, k_size2, k_dst, k_path, k_inc, k_inc_dst = jax.random.split(key, 7)
 
-    # Poisson sources: rate = load * link / mean size (per phase)
-    mean = jnp.where(
-        jnp.isfinite(traffic.switch_at_s),
-        jnp.minimum(traffic.first.mean, traffic.second.mean),
-        traffic.first.mean,
-    )
-    rate = traffic.load * table.uplink_rate / mean  # flows per second per host
-    gaps = jax.random.exponential(k_gap, (n_hosts, per_host)) / rate[:, None]
-    start = jnp.cumsum(gaps, axis=1)
+    # Poisson sources: rate = load * link / mean size, per phase. A unit-rate process in
+    # "work" time u maps to real time at rate r1 before the switch and r2 after it (the
+    # time change of a Poisson process: exact, and the shapes stay static)
+    r1 = traffic.load * table.uplink_rate[:, None] / traffic.first.mean  # flows/s per host
+    r2 = traffic.load * table.uplink_rate[:, None] / traffic.second.mean
+    u = jnp.cumsum(jax.random.exponential(k_gap, (n_hosts, per_host)), axis=1)
+    u_switch = r1 * traffic.switch_at_s  # inf without a switch
+    start = jnp.where(u < u_switch, u / r1, traffic.switch_at_s + (u - u_switch) / r2)
     ok = (start < traffic.duration_s) & traffic.senders[:, None]
     src = jnp.broadcast_to(jnp.arange(n_hosts)[:, None], (n_hosts, per_host))
     offset = jax.random.randint(k_dst, (n_hosts, per_host), 1, n_hosts)

@@ -9,7 +9,10 @@ ECN-echoed bytes that arrived in that step (one base RTT after delivery).
 - `dctcp`: DCTCP (Alizadeh et al.): alpha <- (1-g) alpha + g F once per window, F the
   fraction of marked bytes, g = 1/16; cwnd <- cwnd (1 - alpha/2) when the window saw marks.
 - `dcqcn`: DCQCN (Zhu et al.) rate control with the HPCC simulator's defaults scaled to the
-  line rate: on a CNP (at most one per 50 us per flow) Rt = Rc, Rc *= 1 - alpha/2 and
+  line rate: the receiver returns a CNP once a whole marked packet has arrived since the
+  last one, at most one per 50 us per flow (the deterministic mean of "a CNP per 50 us
+  window with a marked packet": CNPs come at p·R/MTU per second, saturating at 1/50 us,
+  so pmax matters as it does for packets); on a CNP Rt = Rc, Rc *= 1 - alpha/2 and
   alpha moves towards 1; alpha decays every 55 us without CNP; every rate-increase period
   Rc moves half-way to Rt (fast recovery, 5 rounds), then Rt grows by R_AI (additive) and
   after 5 more rounds by R_HAI (hyper).
@@ -22,6 +25,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 MSS = 1448.0
+MTU_BYTES = 1500.0
 INIT_CWND = 10 * MSS  # RFC 6928
 DCTCP_G = 1 / 16
 DCQCN_G = 1 / 256
@@ -46,6 +50,7 @@ class CCState(NamedTuple):
     since_alpha: jnp.ndarray
     since_increase: jnp.ndarray
     stage: jnp.ndarray  # rate-increase rounds since the last CNP
+    marked_since_cnp: jnp.ndarray  # marked (or lost) packets echoed since the last CNP
 
 
 def fresh(line_rate: jnp.ndarray) -> CCState:
@@ -55,7 +60,7 @@ def fresh(line_rate: jnp.ndarray) -> CCState:
         cwnd=z + INIT_CWND, ssthresh=z + jnp.inf, alpha=z + 1.0, wnd_size=z + INIT_CWND,
         wnd_acked=z, wnd_marked=z,
         wnd_lost=z, rate=line_rate, target=line_rate, since_cnp=z + 1.0, since_alpha=z,
-        since_increase=z, stage=z,
+        since_increase=z, stage=z, marked_since_cnp=z,
     )  # fmt: skip
 
 
@@ -113,7 +118,8 @@ def dctcp(s: CCState, acked, marked, lost, dt, line_rate) -> CCState:
 
 def dcqcn(s: CCState, acked, marked, lost, dt, line_rate) -> CCState:
     since_cnp = s.since_cnp + dt
-    cnp = ((marked > 0) | (lost > 0)) & (since_cnp >= DCQCN_CNP_INTERVAL_S)
+    echoed = s.marked_since_cnp + (marked + lost) / MTU_BYTES
+    cnp = (echoed >= 1.0) & (since_cnp >= DCQCN_CNP_INTERVAL_S)
     # rate decrease on CNP
     alpha = jnp.where(cnp, (1 - DCQCN_G) * s.alpha + DCQCN_G, s.alpha)
     target = jnp.where(cnp, s.rate, s.target)
@@ -136,6 +142,7 @@ def dcqcn(s: CCState, acked, marked, lost, dt, line_rate) -> CCState:
     return s._replace(
         alpha=alpha, target=target, rate=rate, since_cnp=jnp.where(cnp, 0.0, since_cnp),
         since_alpha=since_alpha, since_increase=jnp.where(inc, 0.0, since_inc), stage=stage,
+        marked_since_cnp=jnp.where(cnp, 0.0, echoed),
     )  # fmt: skip
 
 

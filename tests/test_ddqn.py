@@ -190,13 +190,19 @@ def test_train_and_eval_commands_write_checkpoint_curves_and_tables(tmp_path: Pa
     scenario = ["--scenario", "tiny", "--episode-s", "0.5", "--incast", "2"]
     train = [ecntune, "train", *scenario, "--episodes", "2", "--out", str(tmp_path / "t")]
     run = subprocess.run(
-        [*train, "--levels", "4", "--pmax", "0.1,1"], capture_output=True, text=True
-    )
+        [*train, "--levels", "4", "--pmax", "0.1,1", "--save-every", "1", "--judge-episodes", "1"],
+        capture_output=True, text=True,
+    )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
+    assert "beat" in run.stdout  # the judge's verdict: first beat ... / did not beat ...
     ckpt = tmp_path / "t" / "acc.msgpack"
     assert load_policy(f"acc:{ckpt}").template.n_actions == 10 * 2
     curve = list(csv.DictReader((tmp_path / "t" / "learning_curve.csv").open()))
     assert [int(r["episode"]) for r in curve] == [0, 1]
+    # every saved checkpoint judged against the better of SECN1/SECN2 on an unseen episode
+    assert all(r["best_static"] in ("static:secn1", "static:secn2") for r in curve)
+    assert all(float(r["judge_mice_mean"]) >= 1.0 for r in curve)
+    assert float(curve[1]["wall_s"]) > float(curve[0]["wall_s"]) > 0
     assert (tmp_path / "t" / "learning_curve.png").stat().st_size > 0
     evaluate = [ecntune, "eval", *scenario, "--episodes", "1", "--checkpoint", str(ckpt)]
     run = subprocess.run([*evaluate, "--out", str(tmp_path / "e")], capture_output=True, text=True)
@@ -205,3 +211,13 @@ def test_train_and_eval_commands_write_checkpoint_curves_and_tables(tmp_path: Pa
     assert [r["policy"] for r in rows] == ["static:secn1", "static:secn2", "acc:acc"]
     assert len({r["flows"] for r in rows}) == 1  # compared on the same flows
     assert (tmp_path / "e" / "fct.png").stat().st_size > 0
+    assert (tmp_path / "e" / "evaluation.png").stat().st_size > 0
+    buckets = list(csv.DictReader((tmp_path / "e" / "fct_by_size.csv").open()))
+    assert len(buckets) == 3 * 4  # policies x size buckets
+    assert sum(int(b["flows"]) for b in buckets) == sum(int(r["flows"]) for r in rows)
+    bad = subprocess.run(
+        [*evaluate, "--out", str(tmp_path / "f"), "--fail", "nowhere:1,0.1,0.2"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "no link 'nowhere:1'" in bad.stderr

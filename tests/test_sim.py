@@ -24,7 +24,7 @@ from ecntune.topology import preset, single_switch
 BW = 10e9
 DELAY = 10e-6  # per link: base RTT = 4 link delays + serialisation ≈ 45 µs
 K = 30_000.0
-STEPS = 24_000  # 7.2 ms of 0.3 µs steps; the long flows start at 0.5 ms
+STEPS = 24_000  # 54 ms of 2.24 µs steps (base RTT / 20); the long flows start at 0.5 ms
 PORT = 1  # hop index of the switch egress port on a host-switch-host path
 
 
@@ -47,11 +47,12 @@ def long_flows(
     buffer_bytes: float = 1e6,
     non_ect=(),
     steps: int = STEPS,
+    pmax: float = 1.0,
 ):
     env = long_env(transport, n_flows, buffer_bytes, non_ect)
     _, state = env.reset(jax.random.key(0))
     p = env.n_ports
-    per_link = env._per_link(EcnThresholds(jnp.full(p, kmin), jnp.full(p, kmax), jnp.ones(p)))
+    per_link = env._per_link(EcnThresholds(jnp.full(p, kmin), jnp.full(p, kmax), jnp.full(p, pmax)))
     params = state.params
     net, (queues, tx) = network.trace(params, state.net, per_link, env.dt, transport, steps)
     queues, tx = np.asarray(queues), np.asarray(tx)
@@ -82,6 +83,11 @@ def dctcp(request):
 @pytest.fixture(scope="module")
 def reno2():
     return long_flows("reno_ecn", K, K, n_flows=2)
+
+
+@functools.cache
+def dcqcn_run(pmax: float) -> dict:
+    return long_flows("dcqcn", 5_000.0, 200_000.0, n_flows=4, pmax=pmax)
 
 
 def ledger_balance(net: network.NetState) -> tuple[float, float]:
@@ -271,3 +277,14 @@ def test_a_workload_episode_conserves_bytes_and_marks_only_with_ecn_on(star8):
     assert dropped["off"] > 0  # incasts overflow 20 packets
     assert marked["off"] == 0.0
     assert marked["on"] > 0.0
+
+
+def test_dcqcn_settles_where_the_red_slope_puts_it():
+    """DCQCN reacts to the marking probability, not merely to marks (CNPs at p·R/MTU, at most
+    one per 50 µs): with the same kmin/kmax a steeper slope (pmax 20 % vs 1 %) holds the
+    queue lower, both between kmin and kmax, and the link stays busy in both."""
+    soft, steep = dcqcn_run(0.01), dcqcn_run(0.2)
+    for run in (soft, steep):
+        assert run["utilisation"] > 0.9
+        assert 5_000 < np.mean(run["queue"]) < 200_000
+    assert np.mean(steep["queue"]) < 0.5 * np.mean(soft["queue"])

@@ -1,4 +1,5 @@
-// ecntune sim validation: N long DCTCP flows through one RED/ECN bottleneck in ns-3.
+// ecntune sim validation: N DCTCP flows through one RED/ECN bottleneck in ns-3 — long
+// flows (--bytes=0) or an N:1 incast of --bytes each, whose completion times are reported.
 //
 //   sender i --(access: rate, delay)--> left --(bottleneck: rate, delay)--> right
 //       --(receiver link: recvRate, recvDelay)--> receiver
@@ -12,6 +13,7 @@
 // Build: g++ -O2 -std=c++17 dumbbell.cc -o dumbbell $(pkg-config --cflags --libs ns3-core
 //        ns3-network ns3-internet ns3-point-to-point ns3-traffic-control ns3-applications)
 // Run:   ./dumbbell --n=4 --k=20 --rate=1Gbps --delay=10us --duration=0.2
+//        ./dumbbell --n=16 --bytes=64000 --k=20 --rate=10Gbps --duration=0.02   (incast)
 
 #include "ns3/applications-module.h"
 #include "ns3/core-module.h"
@@ -22,6 +24,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <vector>
 
 using namespace ns3;
@@ -31,6 +35,9 @@ namespace
 std::vector<double> g_queue;  // queue-disc bytes, second half
 uint64_t g_wireBytes = 0;     // bytes sent on the bottleneck, second half (incl. PPP header)
 double g_half = 0.0;
+uint64_t g_flowBytes = 0;                // per sender; 0: unlimited (long flows)
+std::map<Ipv4Address, uint64_t> g_rx;    // bytes received per sender
+std::map<Ipv4Address, double> g_done;    // when each sender's last byte arrived
 
 void
 SampleQueue(Ptr<QueueDisc> q)
@@ -48,6 +55,16 @@ OnBottleneckTx(Ptr<const Packet> p)
     if (Simulator::Now().GetSeconds() >= g_half)
     {
         g_wireBytes += p->GetSize();
+    }
+}
+void
+OnSinkRx(Ptr<const Packet> p, const Address& from)
+{
+    Ipv4Address src = InetSocketAddress::ConvertFrom(from).GetIpv4();
+    g_rx[src] += p->GetSize();
+    if (g_flowBytes > 0 && g_rx[src] >= g_flowBytes && g_done.count(src) == 0)
+    {
+        g_done[src] = Simulator::Now().GetSeconds();
     }
 }
 } // namespace
@@ -77,6 +94,7 @@ main(int argc, char* argv[])
     cmd.AddValue("recvDelay", "right router -> receiver link delay", recvDelay);
     cmd.AddValue("buffer", "bottleneck queue-disc size in packets", bufferPkts);
     cmd.AddValue("duration", "simulated seconds", duration);
+    cmd.AddValue("bytes", "bytes per sender (0: unlimited, long flows)", g_flowBytes);
     cmd.Parse(argc, argv);
     if (accessRate.empty())
     {
@@ -164,13 +182,14 @@ main(int argc, char* argv[])
     for (uint32_t i = 0; i < n; ++i)
     {
         BulkSendHelper bulk("ns3::TcpSocketFactory", InetSocketAddress(tailIf.GetAddress(1), port));
-        bulk.SetAttribute("MaxBytes", UintegerValue(0)); // unlimited
+        bulk.SetAttribute("MaxBytes", UintegerValue(g_flowBytes)); // 0: unlimited
         bulk.SetAttribute("SendSize", UintegerValue(1448));
         ApplicationContainer app = bulk.Install(senders.Get(i));
         app.Start(MicroSeconds(1000 + 10 * i)); // near-synchronised starts
     }
 
     core.Get(0)->TraceConnectWithoutContext("PhyTxEnd", MakeCallback(&OnBottleneckTx));
+    sink->TraceConnectWithoutContext("Rx", MakeCallback(&OnSinkRx));
     Simulator::Schedule(MicroSeconds(100), &SampleQueue, redQ.Get(0));
     uint64_t rxHalf = 0;
     Simulator::Schedule(Seconds(g_half), [&]() { rxHalf = sink->GetTotalRx(); });
@@ -197,10 +216,23 @@ main(int argc, char* argv[])
         p1 = q[static_cast<size_t>(0.01 * (q.size() - 1))];
     }
     QueueDisc::Stats st = redQ.Get(0)->GetStats();
-    std::printf("{\"N\": %u, \"K\": %u, \"throughput_bps\": %.1f, \"bottleneck_wire_bps\": %.1f, "
+    // completion times from each sender's start (apps start at 1000 + 10 i us), in order
+    std::string fct = "[";
+    for (uint32_t i = 0; i < n; ++i)
+    {
+        char net[32];
+        std::snprintf(net, sizeof(net), "10.1.%u.1", i + 1);
+        auto it = g_done.find(Ipv4Address(net));
+        double start = 1e-3 + 10e-6 * i;
+        char v[32];
+        std::snprintf(v, sizeof(v), "%s%.9f", i ? ", " : "", it == g_done.end() ? -1.0 : it->second - start);
+        fct += v;
+    }
+    fct += "]";
+    std::printf("{\"fct_s\": %s, \"N\": %u, \"K\": %u, \"throughput_bps\": %.1f, \"bottleneck_wire_bps\": %.1f, "
                 "\"queue_mean_bytes\": %.1f, \"queue_p99_bytes\": %.1f, \"queue_p1_bytes\": %.1f, "
                 "\"samples\": %zu, \"marked_packets\": %u, \"dropped_packets\": %u}\n",
-                n, k, throughput, wire, mean, p99, p1, q.size(),
+                fct.c_str(), n, k, throughput, wire, mean, p99, p1, q.size(),
                 st.GetNMarkedPackets(RedQueueDisc::FORCED_MARK), st.nTotalDroppedPackets);
     Simulator::Destroy();
     return 0;

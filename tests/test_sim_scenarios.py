@@ -1,0 +1,88 @@
+"""Scenarios as `ecntune train/eval` builds them: per-fabric defaults, link failures, a
+workload switch, and path tables that agree with the topology's own ECMP paths."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from ecntune.agent.static import secn2
+from ecntune.agent.train import SimScenario, failed_links
+from ecntune.sim.fabric import build
+from ecntune.sim.schedule import path_table
+from ecntune.topology import preset
+
+
+@pytest.mark.parametrize("name", ["star8", "leafspine-2x4", "testbed24"])
+def test_the_path_table_holds_every_ecmp_path_of_the_topology(name: str):
+    fabric = build(preset(name))
+    table = path_table(fabric)
+    links, count = np.asarray(table.links), np.asarray(table.count)
+    n = len(fabric.hosts)
+    for s in range(n):
+        for d in range(n):
+            if s == d:
+                continue
+            paths = fabric.paths(s, d)
+            assert count[s, d] == len(paths)
+            for i, p in enumerate(paths):
+                assert list(links[s, d, i][links[s, d, i] >= 0]) == p
+                assert table.base_rtt[s, d, i] == pytest.approx(fabric.base_rtt(p), rel=1e-5)
+                assert table.hops[s, d, i] == len(p)
+
+
+def test_datacenter_fabrics_keep_their_own_wires_and_emulated_ones_the_emulations():
+    dc, emu = SimScenario("testbed24").resolved(), SimScenario("star8").resolved()
+    assert (dc.episode_s, dc.interval_s, dc.link_delay_s) == (0.02, None, None)
+    assert dc.buffer_bytes == 2_000_000
+    assert (emu.episode_s, emu.interval_s, emu.link_delay_s) == (4.0, 0.1, 125e-6)
+    env = SimScenario("testbed24").env()
+    # 1 µs wires: ~10 µs across the spine; decisions every ~40 RTTs; steps of RTT/20
+    assert float(np.max(env.table.base_rtt)) == pytest.approx(10.4e-6, rel=0.01)
+    assert env.interval_s == pytest.approx(40 * 10.4e-6, rel=0.01)
+    assert env.dt == pytest.approx(float(np.min(env.table.base_rtt[env.table.base_rtt > 0])) / 20)
+
+
+def test_a_failed_cable_carries_nothing_while_down_and_traffic_resumes_after():
+    scenario = SimScenario(
+        "leafspine-2x2", "fb_hadoop", incast=0, load=0.8, episode_s=2.0,
+        failures=(("leaf1:1", 0.1, 0.3),),
+    )  # fmt: skip
+    env = scenario.env()
+    cable = [env.fabric.index[("leaf1", 1)], env.fabric.peer(env.fabric.index[("leaf1", 1)])]
+    ports = [int(np.flatnonzero(env.fabric.ports == link)[0]) for link in cable]
+    _, state = env.reset(jax.random.key(3))
+    th, tx, t, done = secn2(env.link_bps()), [], [], False
+    while not done:
+        _, state, _, done, info = env.step(state, th)
+        tx.append(np.asarray(info["telemetry"].tx_bytes)[ports])
+        t.append(float(state.net.t))
+    tx, t = np.array(tx), np.array(t)
+    down = (t > 0.2 + env.interval_s) & (t <= 0.6)
+    assert tx[down].sum() == 0.0
+    assert tx[t > 0.6 + env.interval_s].sum() > 0  # flows hashed onto it carry on
+    assert tx[t <= 0.2].sum() > 0
+    assert (tx[~down] > 0).mean() > 0.5  # not a cable that happened to be idle
+
+
+def test_bad_failures_are_clear_errors():
+    fabric = build(preset("leafspine-2x2"))
+    with pytest.raises(ValueError, match="no link 'leaf9:1'"):
+        failed_links(fabric, (("leaf9:1", 0.1, 0.2),), 1.0)
+    with pytest.raises(ValueError, match="down < up"):
+        failed_links(fabric, (("leaf1:1", 0.5, 0.2),), 1.0)
+    both = failed_links(fabric, (("leaf1:1", 0.25, 0.5),), 2.0)
+    assert [(fabric.names[i], d, u) for i, d, u in both] == [
+        (("leaf1", 1), 0.5, 1.0), (fabric.names[fabric.peer(fabric.index[("leaf1", 1)])], 0.5, 1.0)
+    ]  # fmt: skip
+
+
+def test_a_workload_switch_draws_the_second_half_from_the_second_cdf():
+    env = SimScenario("star8", "websearch", incast=0, episode_s=4.0, switch_to="fb_hadoop").env()
+    params = env.reset(jax.random.key(0))[1].params
+    start, size = np.asarray(params.start), np.asarray(params.size)
+    first, second = size[start < 2.0], size[(start >= 2.0) & np.isfinite(start)]
+    # WebSearch's mean flow is 1.7 MB, FB Hadoop's 120 KB; Hadoop flows arrive ~14x as often
+    assert np.mean(first) > 5 * np.mean(second)
+    assert len(second) > 5 * len(first)
