@@ -63,6 +63,9 @@ class SimScenario:
     switch_to: str | None = None  # a second workload from halfway through (convergence)
     # (directed link "node:port", down at, up at) as fractions of the episode (robustness)
     failures: tuple[tuple[str, float, float], ...] = ()
+    # reward weights (throughput, delay): the papers' (0.3, 0.7) for WebSearch-like
+    # latency-sensitive traffic, (0.7, 0.3) for DataMining-like throughput-bound traffic
+    reward_weights: tuple[float, float] = (0.3, 0.7)
 
     @property
     def emulated(self) -> bool:
@@ -105,6 +108,7 @@ class SimScenario:
         return Env.make(
             topology, traffic, sc.transport, interval_s=sc.interval_s,
             features=features, reward=reward, buffer_bytes=sc.buffer_bytes,
+            reward_weights=sc.reward_weights,
         )  # fmt: skip
 
 
@@ -544,7 +548,8 @@ def markdown_table(scenario: SimScenario, rows: list[dict[str, Any]]) -> str:
     )
     head = (
         f"Simulated {scenario.topology}, {scenario.workload} at {scenario.load:.0%} load, "
-        f"{scenario.incast}:1 incasts{events}, {scenario.transport}. FCT slowdown over the flows "
+        f"{f'{scenario.incast}:1 incasts' if scenario.incast else 'no incasts'}{events}, "
+        f"{scenario.transport}. FCT slowdown over the flows "
         "every policy completed; `unfinished`: flows still running when the episode ended.\n\n"
         "| policy | flows | unfinished | mice mean | mice p99 | all mean | all p99 | queue KB "
         "| util | marked |\n"
@@ -659,7 +664,19 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
         "--fail", action="append", default=[], type=_failure, metavar="NODE:PORT,DOWN,UP",
         help="a cable down between two fractions of the episode, e.g. leaf1:1,0.3,0.6 (repeatable)",
     )  # fmt: skip
+    p.add_argument(
+        "--reward-weights", type=_weights, default=(0.3, 0.7), metavar="T,D",
+        help="reward = T·throughput + D·delay term (papers: 0.3,0.7 WebSearch; 0.7,0.3 DataMining)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
+
+
+def _weights(text: str) -> tuple[float, float]:
+    try:
+        t, d = (float(x) for x in text.split(","))
+        return t, d
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--reward-weights wants T,D, got {text!r}") from None
 
 
 def _scenario(args: argparse.Namespace) -> SimScenario:
@@ -672,6 +689,7 @@ def _scenario(args: argparse.Namespace) -> SimScenario:
         episode_s=args.episode_s,
         switch_to=args.switch_to,
         failures=tuple(args.fail),
+        reward_weights=args.reward_weights,
     )
 
 
@@ -731,15 +749,20 @@ def run_train(args: argparse.Namespace) -> int:
     print(f"checkpoint: {path} ({time.monotonic() - start:.0f} s)")
     print(f"learning curve: {out / 'learning_curve.png'}")
     if judge is not None:
-        curve = list(csv.DictReader((out / "learning_curve.csv").open()))
-        beat = [r for r in curve if r.get("beats_static") == "True"]
+        beat = first_beat(out)
         print(
-            f"first beat {beat[0]['best_static']} at episode {beat[0]['episode']}, "
-            f"{float(beat[0]['wall_s']):.0f} s of training"
+            f"first beat {beat['best_static']} at episode {beat['episode']}, "
+            f"{float(beat['wall_s']):.0f} s of training"
             if beat
             else "did not beat the best static baseline on the judged episodes"
         )
     return 0
+
+
+def first_beat(out: Path) -> dict[str, str] | None:
+    """The first judged checkpoint of a training run that beat the best static baseline."""
+    curve = list(csv.DictReader((out / "learning_curve.csv").open()))
+    return next((r for r in curve if r.get("beats_static") == "True"), None)
 
 
 def run_eval(args: argparse.Namespace) -> int:

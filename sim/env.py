@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ecntune.agent.features import HISTORY, observation
-from ecntune.agent.rewards import acc_reward, pet_reward
+from ecntune.agent.rewards import LATENCY_FIRST, RewardWeights, acc_reward, pet_reward
 from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 from ecntune.sim import network, transport
 from ecntune.sim.fabric import MTU_BYTES, Fabric, build
@@ -56,6 +56,7 @@ class Env:
     incast_flows: int
     features: Literal["acc", "pet"] = "acc"
     reward_kind: Literal["acc", "pet"] = "acc"
+    reward_weights: RewardWeights = LATENCY_FIRST
 
     @classmethod
     def make(
@@ -68,6 +69,7 @@ class Env:
         slots: int | None = None,
         features: Literal["acc", "pet"] = "acc",
         reward: Literal["acc", "pet"] = "acc",
+        reward_weights: RewardWeights = LATENCY_FIRST,
         buffer_bytes: float | None = None,
     ) -> Env:
         """Sensible time steps for the fabric: dt = the larger of 1/4 of an MTU's time on the
@@ -95,6 +97,7 @@ class Env:
             dt=dt, interval_s=interval_s, slots=slots,
             ring=int(np.ceil(2 * max_rtt / dt)) + 4, per_host=per_host,
             incast_flows=incast_flows, features=features, reward_kind=reward,
+            reward_weights=RewardWeights(*reward_weights),
         )  # fmt: skip
 
     @property
@@ -135,7 +138,7 @@ class Env:
         net, _ = jax.lax.scan(one, net, None, length=self.steps_per_interval)
         tel = self._telemetry(net.counters, thresholds)
         history = jax.tree.map(lambda h, x: jnp.concatenate([h[1:], x[None]]), state.history, tel)
-        reward = REWARDS[self.reward_kind](tel)
+        reward = REWARDS[self.reward_kind](tel, self.reward_weights)
         done = net.t >= self.traffic.duration_s
         info = {
             "telemetry": tel,
