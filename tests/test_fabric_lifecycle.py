@@ -118,9 +118,12 @@ def test_a_failed_start_removes_what_it_built():
 
 OWNER = textwrap.dedent(
     """
-    import subprocess, sys, time
+    import signal, subprocess, sys, time
     from ecntune.fabric.net import Fabric, FabricOptions
     from ecntune.topology import preset
+    # Ctrl-C as a terminal delivers it: a non-interactive shell starts background jobs
+    # (`ci & ...`) with SIGINT ignored, and children inherit that
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with Fabric(preset("tiny"), FabricOptions(switch="bridge")) as fab:
         # a traffic process too (writing to a file, as scenario tools do, so it outlives
         # a killed owner), so the test sees tools die with the fabric

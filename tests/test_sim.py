@@ -85,9 +85,28 @@ def reno2():
     return long_flows("reno_ecn", K, K, n_flows=2)
 
 
+DCQCN_KMIN, DCQCN_KMAX = 5_000.0, 200_000.0
+
+
 @functools.cache
-def dcqcn_run(pmax: float) -> dict:
-    return long_flows("dcqcn", 5_000.0, 200_000.0, n_flows=4, pmax=pmax)
+def dcqcn_run(pmax: float, n: int = 4) -> dict:
+    return long_flows("dcqcn", DCQCN_KMIN, DCQCN_KMAX, n_flows=n, pmax=pmax)
+
+
+def dcqcn_fixed_point_queue(n: int, pmax: float) -> float:
+    """Where sim/transport.py's DCQCN settles, from its own rules in the fluid limit.
+
+    Every flow runs at R = C/N. After a cut (Rt = R, Rc = R(1 − α/2)) fast recovery halves
+    the gap every 300 µs but never closes it; only additive increase (from the 6th round)
+    brings Rc back to R, and one round later it overshoots — so CNPs come every
+    T = (5 + 1)·300 µs (for N ≥ 3, where α at that period, ~0.03, is below 64·R_AI/R).
+    A CNP needs one marked packet: p*·R·T = MTU. The RED line then puts the queue at
+    q* = kmin + (kmax − kmin)·p*/pmax."""
+    from ecntune.sim import transport
+
+    period = (transport.DCQCN_FAST_RECOVERY + 1) * transport.DCQCN_INCREASE_INTERVAL_S
+    p_star = MTU_BYTES / (BW / 8 / n * period)
+    return DCQCN_KMIN + (DCQCN_KMAX - DCQCN_KMIN) * p_star / pmax
 
 
 def ledger_balance(net: network.NetState) -> tuple[float, float]:
@@ -288,3 +307,18 @@ def test_dcqcn_settles_where_the_red_slope_puts_it():
         assert run["utilisation"] > 0.9
         assert 5_000 < np.mean(run["queue"]) < 200_000
     assert np.mean(steep["queue"]) < 0.5 * np.mean(soft["queue"])
+
+
+@pytest.mark.parametrize("pmax", [0.05, 0.2, 1.0])
+@pytest.mark.parametrize("n", [4, 8], ids=lambda n: f"N={n}")
+def test_dcqcn_queue_sits_at_its_fixed_point(n: int, pmax: float):
+    """The mean queue against the fixed point derived above (e.g. pmax 20 %: 7.6 KB for
+    N = 4, 10.2 KB for N = 8). Measured 0.77–1.24× over N = 4, 8 and pmax 5–100 %; ±40 %
+    allowed: the rate cycles around the fixed point (the queue dips below kmin between
+    CNP bursts), which the derivation averages out. A model whose CNPs ignored p, or
+    whose timers were off, lands far outside (pmax alone moves the prediction 3-5×)."""
+    run = dcqcn_run(pmax, n)
+    predicted = dcqcn_fixed_point_queue(n, pmax)
+    measured = float(np.mean(run["queue"]))
+    assert 0.6 * predicted < measured < 1.4 * predicted, (measured, predicted)
+    assert run["utilisation"] > 0.9
