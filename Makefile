@@ -3,7 +3,8 @@
 #   make install   apt packages + .venv + `pip install -e .[dev]` (as root; idempotent)
 #   make test      pytest (tests that need root/BMv2 skip with a reason) and ruff
 #   make lint      ruff check + format check
-#   make bench     every benchmark in bench/, one JSON object per result line
+#   make bench     every benchmark in bench/, one JSON object per result line (~45 min:
+#                  bench_train.py trains ACC and PET until they beat static, ~35 of it)
 #   make p4        compile p4src/ with p4c and refresh the committed artifacts + manifest
 #   make demo      the main job: a small emulated fabric, static ECN vs a learned agent
 
