@@ -20,7 +20,6 @@ comparison interleaved. ns-3 parts are skipped (with a line saying why) without 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import statistics
 import tempfile
@@ -29,17 +28,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ecntune.agent.static import secn2
-from ecntune.agent.telemetry import EcnThresholds
 from ecntune.agent.train import SimScenario
 from ecntune.sim import network, ns3_reference
-from ecntune.sim.env import Env
 from ecntune.sim.fabric import MTU_BYTES
-from ecntune.sim.schedule import Traffic
-from ecntune.topology import single_switch
 
 REPEATS = 3
 BATCHES = {"star8": (1, 4, 16), "testbed24": (1, 4, 16), "fabric288": (1, 4)}
@@ -99,15 +93,9 @@ def bench_speed(name: str) -> None:
 
 def incast_trace(batch: int) -> Callable[[], object]:
     """The ns-3 incast in the sim: `batch` independent copies, vmapped."""
-    topo = single_switch(INCAST["n"] + 1, INCAST["rate"])
-    topo.links = [dataclasses.replace(lk, delay_s=INCAST["delay"]) for lk in topo.links]
-    traffic = Traffic(
-        "websearch", 0.0, duration_s=0.001, incast_degree=INCAST["n"],
-        incast_period_s=0.001, incast_bytes=INCAST["bytes"],
-    )  # fmt: skip
-    env = Env.make(topo, traffic, "dctcp", buffer_bytes=1e6)
-    k = jnp.full(env.n_ports, INCAST["k"] * float(MTU_BYTES))
-    per_link = env._per_link(EcnThresholds(k, k, jnp.ones(env.n_ports)))
+    env, per_link = ns3_reference.sim_twin(
+        INCAST["n"], INCAST["k"], INCAST["rate"], INCAST["delay"], INCAST["bytes"], 1e6
+    )
     steps = int(INCAST["seconds"] / env.dt)
 
     def one(key: jax.Array) -> jax.Array:

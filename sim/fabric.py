@@ -40,9 +40,6 @@ class Fabric:
     host_uplink: np.ndarray  # directed link id of each host's NIC
     max_hops: int
     index: dict[tuple[str, int], int] = field(default_factory=dict)  # names[i] -> i
-    # egress-port paths from a switch to a host: every host behind that switch shares them
-    # (memoised: the 288-host fabric has 83 k host pairs but only 12 x 288 of these)
-    _from_switch: dict[tuple[str, str], list[list[int]]] = field(default_factory=dict)
 
     @property
     def n_links(self) -> int:
@@ -62,18 +59,19 @@ class Fabric:
 
     def paths(self, src: int, dst: int) -> list[list[int]]:
         """Every ECMP path between two hosts (host indices) as directed link ids."""
-        src_name, dst_name = self.hosts[src], self.hosts[dst]
-        key = (self.topology.hosts[src_name].switch, dst_name)
-        if key not in self._from_switch:
-            self._from_switch[key] = [
-                [self.index[h] for h in hops] for hops in self.topology.paths(src_name, dst_name)
-            ]
-        return [[int(self.host_uplink[src]), *p] for p in self._from_switch[key]]
+        hops = self.topology.paths(self.hosts[src], self.hosts[dst])
+        return [[int(self.host_uplink[src]), *(self.index[h] for h in p)] for p in hops]
 
-    def base_rtt(self, path: list[int]) -> float:
-        """Twice the propagation delay plus one MTU's serialisation per hop, both ways."""
-        cap, delay = self.links.capacity[path], self.links.delay_s[path]
-        return float(2 * np.sum(delay) + 2 * np.sum(MTU_BYTES / cap))
+    def base_rtt(self, path: list[int] | np.ndarray) -> np.ndarray:
+        """Twice the propagation delay plus one MTU's serialisation per hop, both ways.
+
+        `path`: directed link ids, or any array of paths along its last axis padded with -1.
+        """
+        links = np.asarray(path)
+        on = links >= 0
+        lk = np.where(on, links, 0)
+        per_hop = self.links.delay_s[lk] + MTU_BYTES / self.links.capacity[lk]
+        return 2 * np.sum(np.where(on, per_hop, 0.0), axis=-1)
 
     def bottleneck(self, path: list[int]) -> float:
         return float(np.min(self.links.capacity[path]))

@@ -1,7 +1,8 @@
 """The packet-level reference: builds and runs sim/ns3/dumbbell.cc with Debian's ns-3.37.
 
 Used by tests/test_ns3.py (agreement) and bench/bench_sim.py (speed against ns-3 on the
-same scenario). `missing()` says why ns-3 cannot be used here, or None.
+same scenario). `missing()` says why ns-3 cannot be used here, or None; `sim_twin()` is
+the same scenario in ecntune.sim.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+
+import jax.numpy as jnp
 
 SOURCE = Path(__file__).resolve().parent / "ns3" / "dumbbell.cc"
 MODULES = [
@@ -58,3 +61,29 @@ def run(
         [str(exe), *args], capture_output=True, text=True, check=True, timeout=600
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def sim_twin(
+    n: int, k_pkts: int, rate_bps: float, delay_s: float, flow_bytes: int, buffer_bytes: float
+):  # -> tuple[ecntune.sim.env.Env, jnp.ndarray]
+    """The dumbbell as the simulator sees it: a star whose sender NICs and receiver port run
+    at the bottleneck's rate and delay, n flows of `flow_bytes` starting together at
+    0.5 ms, step marking at K packets (kmin = kmax, pmax 1). Returns the environment and
+    its per-link thresholds for `network.trace`."""
+    import dataclasses
+
+    from ecntune.agent.telemetry import EcnThresholds
+    from ecntune.sim.env import Env
+    from ecntune.sim.fabric import MTU_BYTES
+    from ecntune.sim.schedule import Traffic
+    from ecntune.topology import single_switch
+
+    topo = single_switch(n + 1, rate_bps)
+    topo.links = [dataclasses.replace(lk, delay_s=delay_s) for lk in topo.links]
+    traffic = Traffic(
+        "websearch", 0.0, duration_s=0.001, incast_degree=n,
+        incast_period_s=0.001, incast_bytes=flow_bytes,
+    )  # fmt: skip
+    env = Env.make(topo, traffic, "dctcp", buffer_bytes=buffer_bytes)
+    k = jnp.full(env.n_ports, k_pkts * float(MTU_BYTES))
+    return env, env._per_link(EcnThresholds(k, k, jnp.ones(env.n_ports)))

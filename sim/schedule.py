@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ecntune.sim.fabric import MTU_BYTES, Fabric
+from ecntune.sim.fabric import Fabric
 from ecntune.sim.network import Params
 from ecntune.traffic.workload import load_cdf
 
@@ -62,12 +62,8 @@ def path_table(fabric: Fabric) -> PathTable:
     count = per_count[row]
     links[np.arange(n), np.arange(n)] = -1  # no path to oneself
     count[np.arange(n), np.arange(n)] = 1
-    on = links >= 0
-    hops = np.maximum(on.sum(axis=-1), 1).astype(np.int32)
-    # Fabric.base_rtt for every path at once: propagation and one MTU per hop, both ways
-    lk = np.where(on, links, 0)
-    per_hop = fabric.links.delay_s[lk] + MTU_BYTES / fabric.links.capacity[lk]
-    rtt = (2 * np.sum(np.where(on, per_hop, 0.0), axis=-1)).astype(np.float32)
+    hops = np.maximum((links >= 0).sum(axis=-1), 1).astype(np.int32)
+    rtt = fabric.base_rtt(links).astype(np.float32)
     up = fabric.links.capacity[fabric.host_uplink]
     return PathTable(
         jnp.asarray(links), jnp.asarray(count), jnp.asarray(hops), jnp.asarray(rtt),

@@ -24,8 +24,9 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from ecntune.sim.fabric import MTU_BYTES
+
 MSS = 1448.0
-MTU_BYTES = 1500.0
 INIT_CWND = 10 * MSS  # RFC 6928
 DCTCP_G = 1 / 16
 DCQCN_G = 1 / 256

@@ -19,20 +19,13 @@ Incast, 10 Gbit/s, K=20, 64 KB per sender (FCT in µs, ns-3 min/median/mean/max,
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ecntune.agent.telemetry import EcnThresholds
 from ecntune.sim import network, ns3_reference
-from ecntune.sim.env import Env
-from ecntune.sim.fabric import MTU_BYTES
-from ecntune.sim.schedule import Traffic
-from ecntune.topology import single_switch
 
 pytestmark = pytest.mark.slow
 
@@ -61,16 +54,8 @@ def run_ns3(exe: Path, n: int, scenario: str, flow_bytes: int = 0) -> dict:
 def run_sim(n: int, scenario: str, flow_bytes: int = int(1e9)) -> dict:
     """The same scenario in ecntune.sim: n flows start together at 0.5 ms into one port."""
     rate, k_pkts, _, seconds = SCENARIOS[scenario]
-    topo = single_switch(n + 1, rate)
-    topo.links = [dataclasses.replace(lk, delay_s=DELAY) for lk in topo.links]
-    traffic = Traffic(
-        "websearch", 0.0, duration_s=0.001, incast_degree=n,
-        incast_period_s=0.001, incast_bytes=flow_bytes,
-    )  # fmt: skip
-    env = Env.make(topo, traffic, "dctcp", buffer_bytes=BUFFER)
+    env, per_link = ns3_reference.sim_twin(n, k_pkts, rate, DELAY, flow_bytes, BUFFER)
     _, state = env.reset(jax.random.key(0))
-    k = jnp.full(env.n_ports, k_pkts * float(MTU_BYTES))
-    per_link = env._per_link(EcnThresholds(k, k, jnp.ones(env.n_ports)))
     steps = int(seconds / env.dt)
     net, (queues, tx) = network.trace(state.params, state.net, per_link, env.dt, "dctcp", steps)
     queues, tx = np.asarray(queues), np.asarray(tx)
