@@ -37,6 +37,9 @@ EMULATED = ("tiny", "star8", "leafspine-2x2", "leafspine-2x4")
 # A datacenter switch port's share of a shared buffer (dynamic thresholds let one congested
 # port hold a few MB on 12-32 MB chips): deep enough for SECN2's 400 KB·BW/25G kmax.
 DATACENTER_BUFFER_BYTES = 2_000_000
+# Datacenter hosts (fq + TCP small queues) keep their own NIC queue to microseconds; the
+# simulator's host NICs mark past 20 µs of line rate, as sim/ns3/leafspine.cc's do.
+DATACENTER_NIC_CE_S = 20e-6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +112,7 @@ class SimScenario:
             topology, traffic, sc.transport, interval_s=sc.interval_s,
             features=features, reward=reward, buffer_bytes=sc.buffer_bytes,
             reward_weights=sc.reward_weights,
+            nic_ce_s=None if self.emulated else DATACENTER_NIC_CE_S,
         )  # fmt: skip
 
 

@@ -10,9 +10,11 @@
 - sim_vs_ns3_incast: the 16:1 incast of tests/test_ns3.py (10 Gbit/s, K = 20, 64 KB each,
   4 ms) in ns-3.37 and in the sim, wall time for the same simulated time, as a ratio
   (> 1: the sim is faster), also with 16 incasts vmapped against 16 ns-3 runs;
-- ns3_projection_<scenario>: ns-3's measured packet-hops per wall second (the dumbbell's
-  long flows) applied to the packet-hops one simulated second of the 24/288-host
-  scenarios carries — a projection, marked as such, since no ns-3 leaf-spine runs here.
+- sim_vs_ns3_<scenario>: the 24- and 288-host leaf-spines in ns-3.37 (sim/ns3/leafspine.cc)
+  running exactly the flows one sim episode sampled (each on the same spine, SECN2 on every
+  port), against the sim stepping the same simulated time: wall seconds per simulated
+  second of each, as a ratio (> 1: the sim is faster), at batch 1 and, from
+  sim_speed_<scenario>, at the best batch size (the issue's goal is 1000x).
 
 One JSON object per line; medians of REPEATS timed runs after a compile run, the runs of a
 comparison interleaved. ns-3 parts are skipped (with a line saying why) without libns3-dev.
@@ -20,6 +22,7 @@ comparison interleaved. ns-3 parts are skipped (with a line saying why) without 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import tempfile
@@ -33,11 +36,14 @@ import numpy as np
 from ecntune.agent.static import secn2
 from ecntune.agent.train import SimScenario
 from ecntune.sim import network, ns3_reference
-from ecntune.sim.fabric import MTU_BYTES
 
 REPEATS = 3
 BATCHES = {"star8": (1, 4, 16), "testbed24": (1, 4, 16), "fabric288": (1, 4)}
 WARMUP = 5  # intervals before the timed one, so flows are in flight
+# simulated seconds of the leaf-spines in ns-3 (~8 s and ~20 s of ns-3 wall time per run)
+LEAFSPINE_S = {"testbed24": 0.005, "fabric288": 0.001}
+# sim_speed_<scenario>'s simulated seconds per wall second, per batch size (for the ratio)
+BEST_SIM_S_PER_WALL_S: dict[str, dict[int, float]] = {name: {} for name in BATCHES}
 INCAST = {"n": 16, "bytes": 64_000, "rate": 10e9, "k": 20, "delay": 10e-6, "seconds": 0.004}
 
 
@@ -79,6 +85,7 @@ def bench_speed(name: str) -> None:
     for b, wall in zip(BATCHES[name], walls, strict=True):
         sim_s = b * env.interval_s / wall
         base = base or sim_s
+        BEST_SIM_S_PER_WALL_S[name][b] = sim_s
         emit({
             "bench": f"sim_speed_{name}", "batch": b, "sim_s_per_wall_s": round(sim_s, 6),
             "steps_per_s": round(b * env.steps_per_interval / wall, 1),
@@ -129,27 +136,40 @@ def bench_ns3() -> None:
                 "simulated_s": INCAST["seconds"], "repeats": REPEATS,
             })  # fmt: skip
 
-        # ns-3's packet rate on long flows: 4 senders, 10 Gbit/s, 3 hops per data packet
-        seconds = 0.02
-        t = time.perf_counter()
-        ns3_reference.run(exe, 4, 20, 10e9, 10e-6, seconds)
-        wall = time.perf_counter() - t
-        hops_per_wall_s = 3 * 10e9 / 8 / MTU_BYTES * seconds / wall
-    for name in ("testbed24", "fabric288"):
-        env = scenario(name).env()
-        hosts = len(env.fabric.hosts)
-        mean_hops = float(np.mean(np.asarray(env.table.hops)[np.asarray(env.table.count) > 0]))
-        # data packets per simulated second at the offered load (incasts add ~1 %), each
-        # crossing mean_hops links; acks ride the reverse path (counted as one more hop each)
-        packet_hops = hosts * scenario(name).load * env.fabric.links.capacity[
-            env.fabric.host_uplink[0]
-        ] / MTU_BYTES * (mean_hops + 1)  # fmt: skip
-        emit({
-            "bench": f"ns3_projection_{name}", "projected": True,
-            "ns3_wall_s_per_sim_s": round(float(packet_hops / hops_per_wall_s), 1),
-            "ns3_packet_hops_per_wall_s": round(hops_per_wall_s),
-            "note": "ns-3 rate measured on the dumbbell; compare with sim_speed_" + name,
-        })  # fmt: skip
+        leafspine = ns3_reference.build(Path(tmp), "leafspine")
+        for name, seconds in LEAFSPINE_S.items():
+            bench_ns3_leafspine(leafspine, name, seconds)
+
+
+def bench_ns3_leafspine(exe: Path, name: str, seconds: float) -> None:
+    env = dataclasses.replace(scenario(name), episode_s=seconds).env()
+    _, state = env.reset(jax.random.key(0))
+    intervals = int(np.ceil(seconds / env.interval_s))
+    seconds = intervals * env.interval_s  # the sim steps whole intervals: ns-3 runs as long
+    flows = ns3_reference.leafspine_flows(env, state.params, seconds)
+    th = secn2(env.link_bps())
+
+    def sim() -> jax.Array:
+        s = state
+        for _ in range(intervals):
+            s = env.step(s, th)[1]
+        return s.net.fct
+
+    def ns3() -> None:
+        ns3_reference.run_leafspine(exe, flows, env.fabric.topology, seconds, 100e3, 400e3, 0.2,
+                                    float(env.fabric.links.buffer_bytes[0]))  # fmt: skip
+
+    ns3_s, sim_s = medians_s(ns3, sim)
+    best = max(BEST_SIM_S_PER_WALL_S[name].values()) if BEST_SIM_S_PER_WALL_S[name] else 0.0
+    emit({
+        "bench": f"sim_vs_ns3_{name}", "simulated_s": round(seconds, 6), "flows": len(flows),
+        "ns3_wall_s_per_sim_s": round(ns3_s / seconds, 1),
+        "sim_wall_s_per_sim_s": round(sim_s / seconds, 1),
+        "ratio": round(ns3_s / sim_s, 3),
+        "ratio_at_best_batch": round(best * ns3_s / seconds, 3) if best else None,
+        "goal_ratio": 1000, "reference": "ns-3.37 on the same flows (ratio > 1: sim faster)",
+        "repeats": REPEATS,
+    })  # fmt: skip
 
 
 def main() -> None:

@@ -54,6 +54,7 @@ class Env:
     ring: int
     per_host: int
     incast_flows: int
+    nic_marking: np.ndarray  # (links, 3): what non-port links mark with (host NICs)
     features: Literal["acc", "pet"] = "acc"
     reward_kind: Literal["acc", "pet"] = "acc"
     reward_weights: RewardWeights = LATENCY_FIRST
@@ -71,11 +72,17 @@ class Env:
         reward: Literal["acc", "pet"] = "acc",
         reward_weights: RewardWeights = LATENCY_FIRST,
         buffer_bytes: float | None = None,
+        nic_ce_s: float | None = None,
     ) -> Env:
         """Sensible time steps for the fabric: dt = the larger of 1/4 of an MTU's time on the
         fastest link and 1/20 of the shortest base RTT (feedback, the fastest dynamics a
         fluid model has, then spans 20+ steps; 30 ns steps at 100 Gbit/s would be 10x
-        slower for the same FCTs: docs in sim/README.md), interval ~ 40 RTTs."""
+        slower for the same FCTs: docs in sim/README.md), interval ~ 40 RTTs.
+
+        `nic_ce_s`: host NICs mark ECT packets once their queue holds that many seconds of
+        line rate (a datacenter host's fq/TSQ stack keeps its own queue that short; a
+        sender with several flows out of one NIC then backs off instead of queueing
+        megabytes in front of its ACKs and mice). None: host NICs never mark."""
         if transport not in network.transport.UPDATES:
             raise ValueError(f"unknown transport {transport!r}; choose from {transport_names()}")
         fabric = build(topology, buffer_bytes)
@@ -92,12 +99,16 @@ class Env:
         # no free slot waits (its FCT counts the wait; info["waiting"] shows it)
         arrivals_per_ms = per_host * hosts / (traffic.duration_s * 1000)
         slots = slots or int(8 * hosts + incast_flows + 16 + arrivals_per_ms)
+        nic_marking = np.zeros((fabric.n_links, 3), np.float32)
+        if nic_ce_s is not None:
+            k = nic_ce_s * fabric.links.capacity[fabric.host_uplink]
+            nic_marking[fabric.host_uplink] = np.stack([k, k, np.ones_like(k)], axis=-1)
         return cls(
             fabric=fabric, table=table, traffic=traffic.params(hosts), transport=transport,
             dt=dt, interval_s=interval_s, slots=slots,
             ring=int(np.ceil(2 * max_rtt / dt)) + 4, per_host=per_host,
-            incast_flows=incast_flows, features=features, reward_kind=reward,
-            reward_weights=RewardWeights(*reward_weights),
+            incast_flows=incast_flows, nic_marking=nic_marking, features=features,
+            reward_kind=reward, reward_weights=RewardWeights(*reward_weights),
         )  # fmt: skip
 
     @property
@@ -156,8 +167,8 @@ class Env:
         return EcnThresholds(z, z, z)
 
     def _per_link(self, th: EcnThresholds) -> jnp.ndarray:
-        """(links, 3) kmin, kmax, pmax; host NICs never mark (kmax 0)."""
-        out = jnp.zeros((self.fabric.n_links, 3), jnp.float32)
+        """(links, 3) kmin, kmax, pmax: the ports' settings, host NICs' own (see make)."""
+        out = jnp.asarray(self.nic_marking)
         cols = jnp.stack([jnp.asarray(x, jnp.float32) for x in th], axis=-1)
         return out.at[jnp.asarray(self.fabric.ports)].set(cols)
 

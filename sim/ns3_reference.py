@@ -1,8 +1,11 @@
-"""The packet-level reference: builds and runs sim/ns3/dumbbell.cc with Debian's ns-3.37.
+"""The packet-level reference: builds and runs sim/ns3/*.cc with Debian's ns-3.37.
 
-Used by tests/test_ns3.py (agreement) and bench/bench_sim.py (speed against ns-3 on the
-same scenario). `missing()` says why ns-3 cannot be used here, or None; `sim_twin()` is
-the same scenario in ecntune.sim.
+Two programs: dumbbell.cc (N flows or an N:1 incast through one bottleneck) and
+leafspine.cc (a leaf-spine running exactly the flows an episode of the simulator sampled,
+each on the spine the simulator hashed it to). Used by tests/test_ns3.py (agreement) and
+bench/bench_sim.py (speed against ns-3 on the same work). `missing()` says why ns-3 cannot
+be used here, or None; `sim_twin()` is the dumbbell in ecntune.sim, `leafspine_flows()`
+the simulator's flows as leafspine.cc reads them.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 
-SOURCE = Path(__file__).resolve().parent / "ns3" / "dumbbell.cc"
+SOURCES = Path(__file__).resolve().parent / "ns3"
 MODULES = [
     "ns3-core", "ns3-network", "ns3-internet", "ns3-point-to-point",
     "ns3-traffic-control", "ns3-applications",
@@ -32,17 +35,17 @@ def missing() -> str | None:
     return None
 
 
-def build(directory: Path) -> Path:
-    """Compile the dumbbell into `directory`; returns the executable."""
+def build(directory: Path, program: str = "dumbbell") -> Path:
+    """Compile sim/ns3/<program>.cc into `directory`; returns the executable."""
     flags = subprocess.run(
         ["pkg-config", "--cflags", "--libs", *MODULES], capture_output=True, text=True, check=True
     ).stdout.split()
     # Debian's ns3 .pc files name libgsl.so / libgslcblas.so by absolute path, which only
     # libgsl-dev installs; the ns-3 libraries already link the runtime .so.27, so drop them
     flags = [f for f in flags if not f.startswith("/") or os.path.exists(f)]
-    exe = directory / "dumbbell"
+    exe = directory / program
     subprocess.run(
-        ["g++", "-O2", "-std=c++17", str(SOURCE), "-o", str(exe), *flags],
+        ["g++", "-O2", "-std=c++17", str(SOURCES / f"{program}.cc"), "-o", str(exe), *flags],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     return exe
@@ -87,3 +90,69 @@ def sim_twin(
     env = Env.make(topo, traffic, "dctcp", buffer_bytes=buffer_bytes)
     k = jnp.full(env.n_ports, k_pkts * float(MTU_BYTES))
     return env, env._per_link(EcnThresholds(k, k, jnp.ones(env.n_ports)))
+
+
+def leafspine_flows(env, params, until_s: float) -> list[tuple[int, int, int, int, float]]:
+    """The flows of one sampled episode (`env.reset(key)[1].params`) that start before
+    `until_s`, as leafspine.cc reads them: (src, dst, spine, bytes, start), hosts numbered
+    from 0 in name order (h1 = 0, leaf = host // hosts per leaf), the spine the flow's
+    ECMP choice crosses (0 for flows that stay under one leaf)."""
+    import numpy as np
+
+    fabric = env.fabric
+    host_of_link = {int(link): i for i, link in enumerate(fabric.host_uplink)}
+    number = [int(name[1:]) - 1 for name in fabric.hosts]  # "h7" -> 6
+    start, size = np.asarray(params.start), np.asarray(params.size)
+    src, path, hops = np.asarray(params.src), np.asarray(params.path), np.asarray(params.hops)
+    flows = []
+    for i in np.flatnonzero(start < until_s):
+        last = int(path[i, hops[i] - 1])
+        dst = host_of_link[fabric.peer(last)]
+        spine = 0
+        if hops[i] > 2:  # NIC, leaf -> spine, spine -> leaf, leaf -> host
+            node, port = fabric.names[int(path[i, 1])]
+            spine = int(fabric.topology.neighbour(node, port)[0].removeprefix("spine")) - 1
+        flows.append((number[int(src[i])], number[dst], spine, int(size[i]), float(start[i])))
+    return flows
+
+
+def run_leafspine(
+    exe: Path, flows: list[tuple[int, int, int, int, float]], topology, duration_s: float,
+    kmin_bytes: float, kmax_bytes: float, pmax: float, buffer_bytes: float,
+    scale_with_rate: bool = True,
+) -> dict:  # fmt: skip
+    """leafspine.cc on `topology` (a leaf_spine preset) with one RED setting on every switch
+    port: for a 25 Gbit/s port, scaled with each port's rate as SECN2 is, unless
+    `scale_with_rate` is False (SECN1). Its JSON report, plus the wall seconds the
+    simulation took (`wall_s`)."""
+    import tempfile
+    import time
+
+    leaves = [s for s in topology.switches if s.startswith("leaf")]
+    spines = [s for s in topology.switches if s.startswith("spine")]
+    host_bw = {
+        lk.bw_bps for lk in topology.links if lk.a in topology.hosts or lk.b in topology.hosts
+    }
+    fabric_bw = {lk.bw_bps for lk in topology.links} - host_bw
+    delays = {lk.delay_s for lk in topology.links}
+    if len(host_bw) != 1 or len(fabric_bw) != 1 or len(delays) != 1:
+        raise ValueError("leafspine.cc needs one host rate, one fabric rate and one delay")
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+        f.writelines(f"{s} {d} {sp} {b} {t:.9f}\n" for s, d, sp, b, t in flows)
+        f.flush()
+        args = [
+            f"--flows={f.name}", f"--spines={len(spines)}", f"--leaves={len(leaves)}",
+            f"--hostsPerLeaf={len(topology.hosts) // len(leaves)}",
+            f"--hostGbps={host_bw.pop() / 1e9:g}", f"--fabricGbps={fabric_bw.pop() / 1e9:g}",
+            f"--delay={delays.pop() * 1e9:.0f}ns", f"--buffer={buffer_bytes:.0f}",
+            f"--kmin={kmin_bytes:.0f}", f"--kmax={kmax_bytes:.0f}", f"--pmax={pmax}",
+            f"--scale={str(scale_with_rate).lower()}", f"--duration={duration_s}",
+        ]  # fmt: skip
+        t = time.perf_counter()
+        out = subprocess.run(
+            [str(exe), *args], capture_output=True, text=True, check=True, timeout=3600
+        ).stdout
+        wall = time.perf_counter() - t
+    report = json.loads(out.strip().splitlines()[-1])
+    report["wall_s"] = wall
+    return report

@@ -322,3 +322,38 @@ def test_dcqcn_queue_sits_at_its_fixed_point(n: int, pmax: float):
     measured = float(np.mean(run["queue"]))
     assert 0.6 * predicted < measured < 1.4 * predicted, (measured, predicted)
     assert run["utilisation"] > 0.9
+
+
+def nic_run(nic_ce_s: float | None) -> dict:
+    """One host sends WebSearch at four times its NIC's rate to four others; the switch
+    never marks. The NIC's queue and utilisation over the second half."""
+    topo = single_switch(5, BW)
+    topo.links = [dataclasses.replace(lk, delay_s=DELAY) for lk in topo.links]
+    traffic = Traffic("websearch", 4.0, duration_s=0.01, senders=(0,))
+    env = Env.make(topo, traffic, "dctcp", buffer_bytes=4e6, nic_ce_s=nic_ce_s)
+    _, state = env.reset(jax.random.key(0))
+    off = jnp.zeros(env.n_ports)
+    per_link = env._per_link(EcnThresholds(off, off, off))
+    steps = int(0.01 / env.dt)
+    net, (queues, tx) = network.trace(state.params, state.net, per_link, env.dt, "dctcp", steps)
+    nic, half = int(env.fabric.host_uplink[0]), steps // 2
+    sent = float(np.asarray(tx)[-1, nic] - np.asarray(tx)[half, nic])
+    return {
+        "queue": float(np.asarray(queues)[half:, nic].mean()),
+        "busy": sent / (BW / 8 * (steps - 1 - half) * env.dt),
+        "marked": float(net.counters.marked_bytes[nic]),
+    }
+
+
+def test_a_host_nic_marks_past_its_ce_threshold_when_told():
+    """A datacenter host's NIC (nic_ce_s = 20 µs: what fq/TSQ keep it to) holds its queue
+    near 20 µs of line rate and stays as busy; an unmarked one lets DCTCP's windows pile
+    hundreds of KB into it (the emulated fabrics' default: their hosts are real Linux)."""
+    unmarked, marked = nic_run(None), nic_run(20e-6)
+    report = f"unmarked {unmarked}, marked at 20 µs {marked}"
+    k = 20e-6 * BW / 8  # 25 KB
+    assert unmarked["marked"] == 0.0, report
+    assert unmarked["queue"] > 10 * k, report
+    assert marked["marked"] > 0.0, report
+    assert marked["queue"] < 2 * k, report
+    assert marked["busy"] > 0.95 * unmarked["busy"] > 0.5, report

@@ -15,6 +15,7 @@
 // Run:   ./dumbbell --n=4 --k=20 --rate=1Gbps --delay=10us --duration=0.2
 //        ./dumbbell --n=16 --bytes=64000 --k=20 --rate=10Gbps --duration=0.02   (incast)
 
+#include "ecn_defaults.h"
 #include "ns3/applications-module.h"
 #include "ns3/core-module.h"
 #include "ns3/internet-module.h"
@@ -106,18 +107,9 @@ main(int argc, char* argv[])
     }
     g_half = duration / 2;
 
-    Config::SetDefault("ns3::TcpL4Protocol::SocketType", StringValue("ns3::TcpDctcp"));
-    Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
-    Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448)); // 1500 B IP packets
-    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(1));    // an ack per segment
-    Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(1 << 24));
-    Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(1 << 24));
+    ecntune::UseDctcpHosts();
 
-    Config::SetDefault("ns3::RedQueueDisc::UseEcn", BooleanValue(true));
-    Config::SetDefault("ns3::RedQueueDisc::UseHardDrop", BooleanValue(false));
-    Config::SetDefault("ns3::RedQueueDisc::Gentle", BooleanValue(false));
-    Config::SetDefault("ns3::RedQueueDisc::MeanPktSize", UintegerValue(1500));
-    Config::SetDefault("ns3::RedQueueDisc::QW", DoubleValue(1.0));
+    ecntune::UseRedAsTheP4ProgramMarks();
     Config::SetDefault("ns3::RedQueueDisc::MinTh", DoubleValue(k));
     Config::SetDefault("ns3::RedQueueDisc::MaxTh", DoubleValue(k));
     Config::SetDefault("ns3::RedQueueDisc::MaxSize",
