@@ -228,6 +228,7 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
         r.at[now].set(0.0) for r in (ring_acked, ring_marked, ring_lost)
     )
     cc = transport.UPDATES[kind](s.cc, acked, echoed, lost_fb, dt, params.line_rate[fid])
+    cc = transport.cwnd_limited(s.cc, cc, params.line_rate[fid] * rtt)
 
     # 6. completions
     total_delivered = s.delivered + delivered

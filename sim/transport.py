@@ -16,6 +16,9 @@ ECN-echoed bytes that arrived in that step (one base RTT after delivery).
   alpha moves towards 1; alpha decays every 55 us without CNP; every rate-increase period
   Rc moves half-way to Rt (fast recovery, 5 rounds), then Rt grows by R_AI (additive) and
   after 5 more rounds by R_HAI (hyper).
+
+Windows grow only while they limit the flow (`cwnd_limited`, as Linux's
+tcp_is_cwnd_limited): a flow held back by its own NIC's line rate does not keep growing.
 """
 
 from __future__ import annotations
@@ -70,6 +73,16 @@ def send_rate(kind: str, s: CCState, rtt: jnp.ndarray, line_rate: jnp.ndarray) -
     if kind == "dcqcn":
         return jnp.minimum(s.rate, line_rate)
     return jnp.minimum(s.cwnd / rtt, line_rate)
+
+
+def cwnd_limited(before: CCState, after: CCState, nic_bdp: jnp.ndarray) -> CCState:
+    """A window grows only while it limits the flow (Linux's tcp_is_cwnd_limited): past
+    twice what the NIC's line rate lets into flight in one RTT (`nic_bdp`, line rate × the
+    flow's current RTT) it stops growing; it is never cut here. Without this, a lone flow
+    whose bottleneck is its own NIC slow-starts without a mark to a multi-MB window, then
+    floods the first port it shares."""
+    cap = jnp.maximum(before.cwnd, 2 * nic_bdp)
+    return after._replace(cwnd=jnp.minimum(after.cwnd, cap))
 
 
 def _window(s: CCState, acked: jnp.ndarray, marked: jnp.ndarray, lost: jnp.ndarray):

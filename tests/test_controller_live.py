@@ -68,7 +68,7 @@ def controller(fab: Fabric, log: Path, policy: object = "static:secn1", **kw: ob
 
 def send(fab: Fabric, senders: list[str], packets: int, ecn: int = 2) -> None:
     """`packets` UDP packets from each sender to h4 at once; returns when all are sent."""
-    start_at = time.time() + 1.0  # every sender process is up by then, even on a busy CI
+    start_at = time.time() + 2.0  # every sender process is up by then, even on a busy CI
 
     def argv(i: int) -> list[str]:
         return [
@@ -127,7 +127,10 @@ def test_each_write_path_changes_marking(fabric: Fabric, tmp_path: Path, switch,
         with controller(fabric, log, policy, write_path=write_path) as c:
             time.sleep(0.5)
             t0 = time.time()
-            send(fabric, ["h1", "h2"], 100)
+            # 2 x 80 frames are 87 KB, under HIGH's 90 KB even if a CPU-starved switch
+            # tail-drops some and the P4 program's queue estimate (which counts dropped
+            # bytes until the queue next runs empty) counted every frame as queued
+            send(fabric, ["h1", "h2"], 80)
             flush(fabric)
             assert c.runners["s1"].write_path == write_path
         marked[policy] = total(rows(log, since=t0), "marked_pkts")
