@@ -210,6 +210,8 @@ def test_train_and_eval_commands_write_checkpoint_curves_and_tables(tmp_path: Pa
     rows = list(csv.DictReader((tmp_path / "e" / "evaluation.csv").open()))
     assert [r["policy"] for r in rows] == ["static:secn1", "static:secn2", "acc:acc"]
     assert len({r["flows"] for r in rows}) == 1  # compared on the same flows
+    # the mice's p99 in time: at least one base RTT (4 x 125 µs here), within the episode
+    assert all(500 <= float(r["mice_p99_fct_us"]) < 0.5e6 for r in rows)
     assert (tmp_path / "e" / "fct.png").stat().st_size > 0
     assert (tmp_path / "e" / "evaluation.png").stat().st_size > 0
     buckets = list(csv.DictReader((tmp_path / "e" / "fct_by_size.csv").open()))
