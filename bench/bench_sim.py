@@ -156,8 +156,8 @@ def bench_ns3_leafspine(exe: Path, name: str, seconds: float) -> None:
         return s.net.fct
 
     def ns3() -> None:
-        ns3_reference.run_leafspine(exe, flows, env.fabric.topology, seconds, 100e3, 400e3, 0.2,
-                                    float(env.fabric.links.buffer_bytes[0]))  # fmt: skip
+        buffer = float(env.fabric.links.buffer_bytes[0])
+        ns3_reference.run_leafspine(exe, flows, env.fabric.topology, seconds, "secn2", buffer)
 
     ns3_s, sim_s = medians_s(ns3, sim)
     best = max(BEST_SIM_S_PER_WALL_S[name].values()) if BEST_SIM_S_PER_WALL_S[name] else 0.0

@@ -118,15 +118,20 @@ def leafspine_flows(env, params, until_s: float) -> list[tuple[int, int, int, in
 
 def run_leafspine(
     exe: Path, flows: list[tuple[int, int, int, int, float]], topology, duration_s: float,
-    kmin_bytes: float, kmax_bytes: float, pmax: float, buffer_bytes: float,
-    scale_with_rate: bool = True,
+    preset: str, buffer_bytes: float,
 ) -> dict:  # fmt: skip
-    """leafspine.cc on `topology` (a leaf_spine preset) with one RED setting on every switch
-    port: for a 25 Gbit/s port, scaled with each port's rate as SECN2 is, unless
-    `scale_with_rate` is False (SECN1). Its JSON report, plus the wall seconds the
-    simulation took (`wall_s`)."""
+    """leafspine.cc on `topology` (a leaf_spine preset) with a static preset of
+    agent/static.py ("secn1", "secn2", ...) on every switch port, as the simulator applies
+    it: its 25 Gbit/s values, scaled with each port's rate where the preset scales. Its JSON
+    report, plus the wall seconds the simulation took (`wall_s`)."""
     import tempfile
     import time
+
+    from ecntune.agent.static import PRESETS
+
+    at_25g, at_100g = (PRESETS[preset](jnp.float32(bps)) for bps in (25e9, 100e9))
+    kmin_bytes, kmax_bytes, pmax = (float(x) for x in at_25g)
+    scale_with_rate = bool(at_100g.kmin_bytes != at_25g.kmin_bytes)
 
     leaves = [s for s in topology.switches if s.startswith("leaf")]
     spines = [s for s in topology.switches if s.startswith("spine")]
@@ -145,7 +150,7 @@ def run_leafspine(
             f"--hostsPerLeaf={len(topology.hosts) // len(leaves)}",
             f"--hostGbps={host_bw.pop() / 1e9:g}", f"--fabricGbps={fabric_bw.pop() / 1e9:g}",
             f"--delay={delays.pop() * 1e9:.0f}ns", f"--buffer={buffer_bytes:.0f}",
-            f"--kmin={kmin_bytes:.0f}", f"--kmax={kmax_bytes:.0f}", f"--pmax={pmax}",
+            f"--kmin={kmin_bytes:.0f}", f"--kmax={kmax_bytes:.0f}", f"--pmax={pmax:.6g}",
             f"--scale={str(scale_with_rate).lower()}", f"--duration={duration_s}",
         ]  # fmt: skip
         t = time.perf_counter()
