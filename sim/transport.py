@@ -37,6 +37,8 @@ DCQCN_CNP_INTERVAL_S = 50e-6
 DCQCN_ALPHA_INTERVAL_S = 55e-6
 DCQCN_INCREASE_INTERVAL_S = 300e-6
 DCQCN_FAST_RECOVERY = 5
+DCQCN_AI_OF_LINE = 1 / 5000  # R_AI: 5 Mbit/s at 25 Gbit/s
+DCQCN_HAI_OF_LINE = 1 / 500  # R_HAI: 50 Mbit/s
 TRANSPORTS = ("reno_ecn", "dctcp", "dcqcn")
 
 
@@ -147,7 +149,7 @@ def dcqcn(s: CCState, acked, marked, lost, dt, line_rate) -> CCState:
     since_inc = jnp.where(cnp, 0.0, s.since_increase + dt)
     inc = since_inc >= DCQCN_INCREASE_INTERVAL_S
     stage = jnp.where(cnp, 0.0, s.stage + inc)
-    r_ai, r_hai = line_rate / 5000, line_rate / 500  # 5 and 50 Mbit/s at 25 Gbit/s
+    r_ai, r_hai = line_rate * DCQCN_AI_OF_LINE, line_rate * DCQCN_HAI_OF_LINE
     target = jnp.where(inc & (stage > DCQCN_FAST_RECOVERY), target + r_ai, target)
     target = jnp.where(inc & (stage > 2 * DCQCN_FAST_RECOVERY), target + r_hai, target)
     target = jnp.minimum(target, line_rate)

@@ -15,7 +15,7 @@ import pytest
 from ecntune.agent.features import observation_size
 from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 from ecntune.p4src import encoding as enc
-from ecntune.sim import network
+from ecntune.sim import dcqcn_fluid, network
 from ecntune.sim.env import Env
 from ecntune.sim.fabric import MTU_BYTES
 from ecntune.sim.schedule import Traffic
@@ -93,20 +93,9 @@ def dcqcn_run(pmax: float, n: int = 4) -> dict:
     return long_flows("dcqcn", DCQCN_KMIN, DCQCN_KMAX, n_flows=n, pmax=pmax)
 
 
-def dcqcn_fixed_point_queue(n: int, pmax: float) -> float:
-    """Where sim/transport.py's DCQCN settles, from its own rules in the fluid limit.
-
-    Every flow runs at R = C/N. After a cut (Rt = R, Rc = R(1 − α/2)) fast recovery halves
-    the gap every 300 µs but never closes it; only additive increase (from the 6th round)
-    brings Rc back to R, and one round later it overshoots — so CNPs come every
-    T = (5 + 1)·300 µs (for N ≥ 3, where α at that period, ~0.03, is below 64·R_AI/R).
-    A CNP needs one marked packet: p*·R·T = MTU. The RED line then puts the queue at
-    q* = kmin + (kmax − kmin)·p*/pmax."""
-    from ecntune.sim import transport
-
-    period = (transport.DCQCN_FAST_RECOVERY + 1) * transport.DCQCN_INCREASE_INTERVAL_S
-    p_star = MTU_BYTES / (BW / 8 / n * period)
-    return DCQCN_KMIN + (DCQCN_KMAX - DCQCN_KMIN) * p_star / pmax
+def dcqcn_bottleneck(n: int, pmax: float) -> dcqcn_fluid.Bottleneck:
+    """dcqcn_run's port as the published fluid model sees it."""
+    return dcqcn_fluid.Bottleneck(n, BW / 8, BW / 8, DCQCN_KMIN, DCQCN_KMAX, pmax)
 
 
 def ledger_balance(net: network.NetState) -> tuple[float, float]:
@@ -311,17 +300,35 @@ def test_dcqcn_settles_where_the_red_slope_puts_it():
 
 @pytest.mark.parametrize("pmax", [0.05, 0.2, 1.0])
 @pytest.mark.parametrize("n", [4, 8], ids=lambda n: f"N={n}")
-def test_dcqcn_queue_sits_at_its_fixed_point(n: int, pmax: float):
-    """The mean queue against the fixed point derived above (e.g. pmax 20 %: 7.6 KB for
-    N = 4, 10.2 KB for N = 8). Measured 0.77–1.24× over N = 4, 8 and pmax 5–100 %; ±40 %
-    allowed: the rate cycles around the fixed point (the queue dips below kmin between
-    CNP bursts), which the derivation averages out. A model whose CNPs ignored p, or
-    whose timers were off, lands far outside (pmax alone moves the prediction 3-5×)."""
+def test_dcqcn_queue_sits_at_the_fluid_models_fixed_point(n: int, pmax: float):
+    """The mean queue against the fixed point of the published DCQCN fluid model
+    (sim/dcqcn_fluid.py, with the simulator's own constants; e.g. pmax 20 %: 7.0 KB for
+    N = 4, 9.8 KB for N = 8). Measured 0.79–1.29× over N = 4, 8 and pmax 5–100 %; ±40 %
+    allowed: the simulator's identical flows cut in step and their queue cycles around the
+    fixed point (dipping below kmin between CNPs), where the mean-field model sits still.
+    A model whose CNPs ignored p, or whose timers were off, lands far outside (pmax alone
+    moves the prediction 2-4×)."""
     run = dcqcn_run(pmax, n)
-    predicted = dcqcn_fixed_point_queue(n, pmax)
+    predicted = dcqcn_fluid.fixed_point(dcqcn_bottleneck(n, pmax)).queue
     measured = float(np.mean(run["queue"]))
     assert 0.6 * predicted < measured < 1.4 * predicted, (measured, predicted)
     assert run["utilisation"] > 0.9
+
+
+@pytest.mark.parametrize("n", [4, 8], ids=lambda n: f"N={n}")
+def test_the_dcqcn_fluid_model_settles_at_its_fixed_point(n: int):
+    """The reference itself: integrated as delay-differential equations (feedback one base
+    RTT late), the fluid model settles where fixed_point's root finding says — the queue
+    within 2 %, the link full — and its α is the CNP probability per alpha interval."""
+    link = dcqcn_bottleneck(n, 0.2)
+    fixed = dcqcn_fluid.fixed_point(link)
+    trace = dcqcn_fluid.integrate(link, feedback_delay_s=45e-6, duration_s=0.3)
+    settled = slice(len(trace.t) // 2, None)
+    assert float(jnp.mean(trace.queue[settled])) == pytest.approx(fixed.queue, rel=0.02)
+    assert float(jnp.mean(trace.rate[settled])) * n == pytest.approx(BW / 8, rel=0.01)
+    assert float(trace.alpha[-1]) == pytest.approx(fixed.alpha, rel=0.05)
+    assert DCQCN_KMIN < fixed.queue < DCQCN_KMAX
+    assert fixed.target > fixed.rate
 
 
 def nic_run(nic_ce_s: float | None) -> dict:
