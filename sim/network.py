@@ -81,9 +81,8 @@ class NetState(NamedTuple):
     backlog: jnp.ndarray  # (F, H)
     backlog_marked: jnp.ndarray
     cc: transport.CCState
-    ring_acked: jnp.ndarray  # (D, F)
-    ring_marked: jnp.ndarray
-    ring_lost: jnp.ndarray
+    admitted: jnp.ndarray  # (F,) step at which the slot's flow started
+    feedback: jnp.ndarray  # (D, F, 3) acked, ECN-echoed, lost bytes on their way back
     fct: jnp.ndarray  # (N,) seconds, -1 until the flow completes
     counters: Counters
     ledger: Ledger
@@ -102,9 +101,8 @@ def init(params: Params, slots: int, ring: int) -> NetState:
         slot=jnp.full(slots, -1, jnp.int32), to_send=zf, sent=zf, delivered=zf,
         backlog=jnp.zeros((slots, hops), jnp.float32),
         backlog_marked=jnp.zeros((slots, hops), jnp.float32),
-        cc=transport.fresh(zf), ring_acked=jnp.zeros((ring, slots), jnp.float32),
-        ring_marked=jnp.zeros((ring, slots), jnp.float32),
-        ring_lost=jnp.zeros((ring, slots), jnp.float32),
+        cc=transport.fresh(zf), admitted=jnp.zeros(slots, jnp.int32),
+        feedback=jnp.zeros((ring, slots, 3), jnp.float32),
         fct=jnp.full(params.start.shape[0], -1.0, jnp.float32),
         counters=zero_counters(n_links), ledger=Ledger(*(jnp.float32(0.0) for _ in range(3))),
     )  # fmt: skip
@@ -135,6 +133,7 @@ def _admit(params: Params, s: NetState) -> NetState:
     return s._replace(
         next_flow=s.next_flow + k,
         slot=jnp.where(take, fid, s.slot),
+        admitted=jnp.where(take, s.step, s.admitted),
         to_send=jnp.where(take, params.size[safe], s.to_send),
         sent=jnp.where(take, 0.0, s.sent),
         delivered=jnp.where(take, 0.0, s.delivered),
@@ -159,8 +158,14 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     failed = jnp.zeros(n_links, bool).at[params.capacity_events[:, 0].astype(jnp.int32)].max(down)
     capacity = jnp.where(failed, 0.0, params.capacity)
 
-    def queue_of(b: jnp.ndarray) -> jnp.ndarray:
-        return jax.ops.segment_sum(jnp.where(hop_ok, b, 0.0).ravel(), link.ravel(), n_links)
+    def queue_of(*per_hop: jnp.ndarray) -> jnp.ndarray:
+        """Sum (F, H) per-hop amounts onto their links: (L,), or (L, k) for k amounts at
+        once (one scatter instead of k: scatters dominate a step on CPU)."""
+        b = jnp.stack(per_hop, axis=-1)
+        out = jax.ops.segment_sum(
+            jnp.where(hop_ok[..., None], b, 0.0).reshape(-1, len(per_hop)), link.ravel(), n_links
+        )
+        return out[:, 0] if len(per_hop) == 1 else out
 
     # 1. senders inject at their congestion-controlled rate
     q = queue_of(s.backlog)
@@ -173,9 +178,8 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     # 2. every queue serves capacity·dt, shared by backlog — a backlog under one packet
     #    weighs as a whole packet, so a flow's last packet leaves after the queue ahead of
     #    it (FIFO) instead of decaying geometrically; departures are marked
-    q = queue_of(backlog)
     weight = jnp.where(hop_ok & (backlog > 0), jnp.maximum(backlog, MTU_BYTES), 0.0)
-    total_weight = queue_of(weight)
+    q, total_weight = queue_of(backlog, weight).T
     allowance = capacity[link] * dt * weight / jnp.maximum(total_weight[link], 1e-9)
     dep = jnp.where(hop_ok, jnp.minimum(backlog, allowance), 0.0)
     served = queue_of(dep)
@@ -202,8 +206,7 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
 
     # 4. tail drop what does not fit behind the queue's buffer; the sender re-sends it
     #    (injected bytes were already queued at the NIC in step 1)
-    q_after = queue_of(backlog + arrive)
-    arrivals = queue_of(arrive)
+    q_after, arrivals = queue_of(backlog + arrive, arrive).T
     overflow = jnp.maximum(0.0, q_after - params.buffer)
     drop_frac = jnp.where(
         arrivals > 0, jnp.minimum(1.0, overflow / jnp.maximum(arrivals, 1e-9)), 0.0
@@ -214,19 +217,19 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     backlog_marked = backlog_marked + arrive_marked * keep
     lost = jnp.sum(dropped, axis=1)
 
-    # 5. acks (and echoed marks, losses) come back one base RTT later
-    ring = s.ring_acked.shape[0]
+    # 5. acks (and echoed marks, losses) come back one base RTT later: this step's
+    #    feedback fills the ring's current row, and each slot reads the row written
+    #    `delay` steps ago, if its flow had started by then (rows left by the slot's
+    #    previous flow are never read): O(slots) work a step, not O(ring x slots)
+    ring = s.feedback.shape[0]
     delay = jnp.clip(jnp.round(params.base_rtt[fid] / dt).astype(jnp.int32), 1, ring - 1)
-    pos = (s.step + delay) % ring
     cols = jnp.arange(s.slot.shape[0])
-    ring_acked = s.ring_acked.at[pos, cols].add(delivered)
-    ring_marked = s.ring_marked.at[pos, cols].add(delivered_marked)
-    ring_lost = s.ring_lost.at[pos, cols].add(lost)
-    now = s.step % ring
-    acked, echoed, lost_fb = ring_acked[now], ring_marked[now], ring_lost[now]
-    ring_acked, ring_marked, ring_lost = (
-        r.at[now].set(0.0) for r in (ring_acked, ring_marked, ring_lost)
-    )
+    due = s.feedback[(s.step - delay) % ring, cols] * (s.step - s.admitted >= delay)[:, None]
+    acked, echoed, lost_fb = due[:, 0], due[:, 1], due[:, 2]
+    # the new row depends on the read (+ 0·due): XLA then reads before it writes the ring in
+    # place; with no such order between them it copies the whole ring twice a step
+    row = jnp.stack([delivered, delivered_marked, lost], axis=-1) + 0.0 * due
+    feedback = jax.lax.dynamic_update_slice_in_dim(s.feedback, row[None], s.step % ring, 0)
     cc = transport.UPDATES[kind](s.cc, acked, echoed, lost_fb, dt, params.line_rate[fid])
     cc = transport.cwnd_limited(s.cc, cc, params.line_rate[fid] * rtt)
 
@@ -244,15 +247,16 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     src_bit = (params.src[fid] * 40503 % SENDER_BITS).astype(jnp.int32)  # a multiplicative hash
     seen = jnp.zeros((n_links, SENDER_BITS), bool).at[link, src_bit[:, None]].max(dep > 0)
     elephant = jnp.where((s.sent + inject)[:, None] > ELEPHANT_BYTES, dep, 0.0)
+    marked_at, elephant_at, dropped_at = queue_of(new_marks, elephant, dropped).T
     counters = Counters(
         tx_bytes=c.tx_bytes + served,
-        marked_bytes=c.marked_bytes + queue_of(new_marks),
+        marked_bytes=c.marked_bytes + marked_at,
         qdepth_sum=c.qdepth_sum + q_left * pkts,
         qdepth_samples=c.qdepth_samples + pkts,
         qdepth_max=jnp.maximum(c.qdepth_max, jnp.where(served > 0, q_left, 0.0)),
         senders=c.senders | seen,
-        elephant_bytes=c.elephant_bytes + queue_of(elephant),
-        dropped_bytes=c.dropped_bytes + queue_of(dropped),
+        elephant_bytes=c.elephant_bytes + elephant_at,
+        dropped_bytes=c.dropped_bytes + dropped_at,
     )
     keep_slot = active & ~done
     return NetState(
@@ -266,9 +270,8 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
         backlog=jnp.where(keep_slot[:, None], backlog, 0.0),
         backlog_marked=jnp.where(keep_slot[:, None], backlog_marked, 0.0),
         cc=cc,
-        ring_acked=jnp.where(keep_slot[None, :], ring_acked, 0.0),
-        ring_marked=jnp.where(keep_slot[None, :], ring_marked, 0.0),
-        ring_lost=jnp.where(keep_slot[None, :], ring_lost, 0.0),
+        admitted=s.admitted,
+        feedback=feedback,
         fct=fct,
         counters=counters,
         ledger=Ledger(
