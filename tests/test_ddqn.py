@@ -217,6 +217,9 @@ def test_train_and_eval_commands_write_checkpoint_curves_and_tables(tmp_path: Pa
     buckets = list(csv.DictReader((tmp_path / "e" / "fct_by_size.csv").open()))
     assert len(buckets) == 3 * 4  # policies x size buckets
     assert sum(int(b["flows"]) for b in buckets) == sum(int(r["flows"]) for r in rows)
+    filled = [b for b in buckets if int(b["flows"]) > 0]
+    assert filled
+    assert all(1 <= float(b["p50"]) <= float(b["p95"]) <= float(b["p99"]) for b in filled)
     bad = subprocess.run(
         [*evaluate, "--out", str(tmp_path / "f"), "--fail", "nowhere:1,0.1,0.2"],
         capture_output=True, text=True,
