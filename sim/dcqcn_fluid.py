@@ -53,6 +53,14 @@ class Bottleneck(NamedTuple):
     pmax: float
     hyper_increase: bool = True  # the h term (the simulator's; not in the published model)
 
+    def checked(self) -> Bottleneck:
+        """Itself, or a ValueError naming what makes the model meaningless."""
+        if self.n_flows < 1 or self.capacity <= 0 or self.line_rate <= 0:
+            raise ValueError(f"need flows, capacity and line rate > 0: {self}")
+        if not 0 <= self.kmin < self.kmax or not 0 < self.pmax <= 1:
+            raise ValueError(f"need 0 <= kmin < kmax and 0 < pmax <= 1: {self}")
+        return self
+
 
 class FixedPoint(NamedTuple):
     p: float  # marking probability
@@ -93,7 +101,7 @@ def fixed_point(link: Bottleneck) -> FixedPoint:
     Rt − Rc = τ·I/a, I Rt's growth (R_AI·Rc·e + R_HAI·Rc·h); with that, dRc = 0 leaves
     α·a² = τ²·d·I, whose left side grows and right side shrinks with p — one root, found
     by bisection on log p."""
-    rc = link.capacity / link.n_flows / MTU_BYTES
+    rc = link.checked().capacity / link.n_flows / MTU_BYTES
 
     def excess(log_p: float) -> float:
         a, a_alpha, d, e, h = _rounds(jnp.exp(log_p), rc)
@@ -154,5 +162,7 @@ def integrate(
     at its fair share C/N with Rt = Rc, α = 1 and an empty queue: what is compared is the
     settled regime, and from line rate the published equations (no hyper increase) would
     take ~0.4 s at 10 Gbit/s to climb back from the first cuts by additive increase alone."""
+    if not 0 < dt <= min(feedback_delay_s, duration_s):
+        raise ValueError(f"need 0 < dt <= feedback delay and duration, got dt={dt}")
     delay_steps = max(1, round(feedback_delay_s / dt))
-    return _integrate(link, round(duration_s / dt), delay_steps, dt)
+    return _integrate(link.checked(), round(duration_s / dt), delay_steps, dt)

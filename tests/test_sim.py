@@ -340,6 +340,19 @@ def test_the_published_dcqcn_fluid_model_settles_at_its_fixed_point(n: int):
     assert dcqcn_fluid.fixed_point(dcqcn_bottleneck(n, 0.2)).queue > fixed.queue
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [{"n_flows": 0}, {"capacity": 0.0}, {"kmin": 9e5}, {"pmax": 0.0}, {"pmax": 1.5}],
+    ids=str,
+)
+def test_the_dcqcn_fluid_model_refuses_a_meaningless_bottleneck(bad: dict):
+    link = dcqcn_bottleneck(4, 0.2)._replace(**bad)
+    with pytest.raises(ValueError, match="need"):
+        dcqcn_fluid.fixed_point(link)
+    with pytest.raises(ValueError, match="need"):
+        dcqcn_fluid.integrate(link, feedback_delay_s=45e-6, duration_s=0.01)
+
+
 def nic_run(nic_ce_s: float | None) -> dict:
     """One host sends WebSearch at four times its NIC's rate to four others; the switch
     never marks. The NIC's queue and utilisation over the second half."""
