@@ -14,7 +14,8 @@
   running exactly the flows one sim episode sampled (each on the same spine, SECN2 on every
   port), against the sim stepping the same simulated time: wall seconds per simulated
   second of each, as a ratio (> 1: the sim is faster), at batch 1 and, from
-  sim_speed_<scenario>, at the best batch size (the issue's goal is 1000x).
+  sim_speed_<scenario>, at the best batch size (the issue's goal is 1000x), and with 10
+  and 5 simulator steps per base RTT instead of 20 (`--rtt-steps`: faster, coarser).
 
 One JSON object per line; medians of REPEATS timed runs after a compile run, the runs of a
 comparison interleaved. ns-3 parts are skipped (with a line saying why) without libns3-dev.
@@ -141,32 +142,45 @@ def bench_ns3() -> None:
             bench_ns3_leafspine(leafspine, name, seconds)
 
 
+RTT_STEPS = (20, 10, 5)  # the simulator's steps per base RTT: default, and the speed knob
+
+
 def bench_ns3_leafspine(exe: Path, name: str, seconds: float) -> None:
-    env = dataclasses.replace(scenario(name), episode_s=seconds).env()
+    base = dataclasses.replace(scenario(name), episode_s=seconds)
+    env = base.env()
     _, state = env.reset(jax.random.key(0))
     intervals = int(np.ceil(seconds / env.interval_s))
     seconds = intervals * env.interval_s  # the sim steps whole intervals: ns-3 runs as long
     flows = ns3_reference.leafspine_flows(env, state.params, seconds)
     th = secn2(env.link_bps())
 
-    def sim() -> jax.Array:
-        s = state
-        for _ in range(intervals):
-            s = env.step(s, th)[1]
-        return s.net.fct
+    def sim(rtt_steps: int) -> Callable[[], jax.Array]:
+        """The same episode (same key: the same flows) at rtt_steps steps per base RTT."""
+        coarse = dataclasses.replace(base, rtt_steps=rtt_steps).env()
+        _, start = coarse.reset(jax.random.key(0))
+
+        def run() -> jax.Array:
+            s = start
+            for _ in range(intervals):
+                s = coarse.step(s, th)[1]
+            return s.net.fct
+
+        return run
 
     def ns3() -> None:
         buffer = float(env.fabric.links.buffer_bytes[0])
         ns3_reference.run_leafspine(exe, flows, env.fabric.topology, seconds, "secn2", buffer)
 
-    ns3_s, sim_s = medians_s(ns3, sim)
+    ns3_s, *sim_s = medians_s(ns3, *(sim(steps) for steps in RTT_STEPS))
     best = max(BEST_SIM_S_PER_WALL_S[name].values()) if BEST_SIM_S_PER_WALL_S[name] else 0.0
     emit({
         "bench": f"sim_vs_ns3_{name}", "simulated_s": round(seconds, 6), "flows": len(flows),
         "ns3_wall_s_per_sim_s": round(ns3_s / seconds, 1),
-        "sim_wall_s_per_sim_s": round(sim_s / seconds, 1),
-        "ratio": round(ns3_s / sim_s, 3),
+        "sim_wall_s_per_sim_s": round(sim_s[0] / seconds, 1),
+        "ratio": round(ns3_s / sim_s[0], 3),
         "ratio_at_best_batch": round(best * ns3_s / seconds, 3) if best else None,
+        **{f"ratio_at_{steps}_steps_per_rtt": round(ns3_s / s, 3)
+           for steps, s in zip(RTT_STEPS[1:], sim_s[1:], strict=True)},
         "goal_ratio": 1000, "reference": "ns-3.37 on the same flows (ratio > 1: sim faster)",
         "repeats": REPEATS,
     })  # fmt: skip
