@@ -476,6 +476,16 @@ def common_flows(runs: dict[str, list[dict[str, Any]]]) -> list[np.ndarray]:
     return [np.logical_and.reduce([~np.isnan(r["slowdown"]) for r in eps]) for eps in per_episode]
 
 
+def slowdown_stats(x: np.ndarray) -> dict[str, float]:
+    """Mean, p50, p95 and p99 as the papers report FCT slowdown (NaN for no flows)."""
+    if not x.size:
+        return {k: float("nan") for k in ("mean", "p50", "p95", "p99")}
+    return {
+        "mean": float(np.mean(x)),
+        **{f"p{q}": float(np.percentile(x, q)) for q in (50, 95, 99)},
+    }
+
+
 def summarise(name: str, runs: list[dict[str, Any]], common: list[np.ndarray]) -> dict[str, Any]:
     slow = np.concatenate([r["slowdown"][m] for r, m in zip(runs, common, strict=True)])
     size = np.concatenate([r["size"][m] for r, m in zip(runs, common, strict=True)])
@@ -484,9 +494,7 @@ def summarise(name: str, runs: list[dict[str, Any]], common: list[np.ndarray]) -
     unfinished = sum(int(np.sum(r["started"] & np.isnan(r["slowdown"]))) for r in runs)
     row: dict[str, Any] = {"policy": name, "flows": int(slow.size), "unfinished": unfinished}
     for label, x in (("mice", mice), ("all", slow)):
-        row[f"{label}_mean"] = float(np.mean(x)) if x.size else float("nan")
-        for q in (50, 95, 99):
-            row[f"{label}_p{q}"] = float(np.percentile(x, q)) if x.size else float("nan")
+        row.update({f"{label}_{k}": v for k, v in slowdown_stats(x).items()})
     # the papers also quote the mice's tail in time, not only as a slowdown
     mice_fct = fct[size < MICE_BYTES]
     row["mice_p99_fct_us"] = float(np.percentile(mice_fct, 99)) * 1e6 if mice.size else float("nan")
@@ -510,10 +518,7 @@ def by_size(name: str, runs: list[dict[str, Any]], common: list[np.ndarray]) -> 
     for lo, hi, label in SIZE_BUCKETS:
         x = slow[(size >= lo) & (size < hi)]
         rows.append({
-            "policy": name, "bucket": label, "flows": int(x.size),
-            "mean": float(np.mean(x)) if x.size else float("nan"),
-            **{f"p{q}": float(np.percentile(x, q)) if x.size else float("nan")
-               for q in (50, 95, 99)},
+            "policy": name, "bucket": label, "flows": int(x.size), **slowdown_stats(x),
         })  # fmt: skip
     return rows
 

@@ -107,7 +107,7 @@ def fixed_point(link: Bottleneck) -> FixedPoint:
         a, a_alpha, d, e, h = _rounds(jnp.exp(log_p), rc)
         return float(a_alpha * a * a - TAU**2 * d * _increase(link, rc, e, h))
 
-    lo, hi = jnp.log(1e-12), jnp.log(1.0 - 1e-9)
+    lo, hi = jnp.log(1e-12), 0.0  # p from 1e-12 to 1
     for _ in range(80):
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if excess(mid) < 0 else (lo, mid)
