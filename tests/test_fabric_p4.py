@@ -131,10 +131,15 @@ def test_marks_only_above_kmin_and_the_queue_stays_near_the_thresholds(switch, t
     phase = congest_with_static_setting(switch, True, tmp_path / "ecn")
     check = check_marking(phase, SETTING.kmin_bytes, SETTING.kmax_bytes)
     assert check.marked > 0
-    assert check.marked_below_kmin == 0
+    # A probe's delay measures the queue ahead of it on arrival; the P4 program marks on the
+    # bytes behind it when it leaves (and its byte estimate is inflated by tail drops until
+    # the queue next runs empty). A burst that arrives while a probe waits can therefore
+    # get a probe marked that saw less than kmin ahead: 1 of 24 marks in one CI run out of
+    # many with none. Allowed in 1% of the probes and a tenth of the marks; a program that
+    # ignored kmin would mark the many probes that see short queues.
+    assert check.marked_below_kmin <= min(0.01 * check.probes, 0.1 * check.marked)
     # A probe delayed outside the switch (sender qdisc, a busy CPU) looks like a deep queue
-    # it never joined; extra delay can only raise the estimate, so the check above is exact
-    # and this one allows such outliers in 1% of the probes.
+    # it never joined: such outliers are allowed in 1% of the probes.
     assert check.unmarked_above_kmax <= 0.01 * check.probes
     # DCTCP/cubic+ECN backs off on marks: the queue hovers around the thresholds
     assert check.queue_max_bytes < 0.6 * QUEUE_PKTS * MTU
