@@ -29,6 +29,30 @@ class MLP(nnx.Module):
         return self.head(x)
 
 
+class DuelingMLP(nnx.Module):
+    """Q(s, a) = V(s) + A(s, a) − mean_a A(s, a) over a shared ReLU trunk (Wang et al.
+    2016, "Dueling network architectures"). With hundreds of actions of nearly equal value,
+    as ECN templates have, the state's value is learned once, from every sample, by V, and
+    the per-action head only carries the small differences between actions."""
+
+    def __init__(self, sizes: tuple[int, ...], rngs: nnx.Rngs) -> None:
+        self.layers = nnx.List(
+            [nnx.Linear(a, b, rngs=rngs) for a, b in itertools.pairwise(sizes[:-1])]
+        )
+        self.value = nnx.Linear(sizes[-2], 1, rngs=rngs)
+        self.advantage = nnx.Linear(sizes[-2], sizes[-1], rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for layer in self.layers:
+            x = jax.nn.relu(layer(x))
+        a = self.advantage(x)
+        return self.value(x) + a - a.mean(axis=-1, keepdims=True)
+
+
+def dueling_mlp(sizes: tuple[int, ...], key: jax.Array) -> tuple[nnx.GraphDef, nnx.State]:
+    return nnx.split(DuelingMLP(sizes, nnx.Rngs(params=key)))
+
+
 def mlp(sizes: tuple[int, ...], key: jax.Array) -> tuple[nnx.GraphDef, nnx.State]:
     """An MLP's structure (static) and its parameters (a pytree)."""
     return nnx.split(MLP(sizes, nnx.Rngs(params=key)))

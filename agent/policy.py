@@ -13,8 +13,9 @@ restored, so a restarted controller resumes where it stopped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ecntune.agent.static import StaticPolicy
 from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
@@ -60,3 +61,51 @@ def load_policy(spec: str | Policy) -> Policy:
 
         return importlib.import_module(LEARNED_KINDS[kind]).load(Path(arg))
     raise ValueError(f"unknown policy kind {kind!r} (known: static, {', '.join(LEARNED_KINDS)})")
+
+
+def hold_idle_ports(chosen: EcnThresholds, history: PortTelemetry) -> EcnThresholds:
+    """ACC §4.3: a port that sent nothing in the last interval keeps its setting (no
+    inference needed, no churn), unless it has none yet (kmax 0, the register's reset)."""
+    import jax.numpy as jnp
+
+    idle = jnp.asarray(history.tx_bytes)[-1] <= 0
+    current = (history.kmin_bytes, history.kmax_bytes, history.pmax)
+    keep = idle & (jnp.asarray(history.kmax_bytes)[-1] > 0)
+    return EcnThresholds(
+        *(
+            jnp.where(keep, jnp.asarray(c, jnp.float32)[-1], jnp.asarray(x, jnp.float32))
+            for x, c in zip(chosen, current, strict=True)
+        )
+    )
+
+
+def greedy_function(policy: Policy) -> tuple[Callable[[Any, PortTelemetry], EcnThresholds], Any]:
+    """`(act, params)`: the policy's greedy decision as a pure JAX function of its parameters
+    and the telemetry history, so the simulator can run it inside jit/vmap/scan (the
+    evaluator runs every policy this way). Same decisions as `policy.act` without learning."""
+    import jax.numpy as jnp
+
+    from ecntune.agent.features import observation
+    from ecntune.agent.nets import apply
+
+    if isinstance(policy, StaticPolicy):
+        return (lambda _params, history: policy.act(history)), None
+    kind = type(policy).__name__
+    if kind == "DdqnPolicy":
+        graph, template, feats = policy.graph, policy.template, policy.config.features
+
+        def acc(params: Any, history: PortTelemetry) -> EcnThresholds:
+            action = jnp.argmax(apply(graph, params, observation(history, feats)), axis=-1)
+            chosen = template.thresholds(action, jnp.asarray(history.link_bps)[-1])
+            return hold_idle_ports(chosen, history)
+
+        return acc, policy.params
+    if kind == "IppoPolicy":
+        actor, template, feats = policy.nets.actor, policy.template, policy.config.features
+
+        def pet(params: Any, history: PortTelemetry) -> EcnThresholds:
+            action = jnp.argmax(apply(actor, params, observation(history, feats)), axis=-1)
+            return template.thresholds(action, jnp.asarray(history.link_bps)[-1])
+
+        return pet, policy.params.actor
+    raise TypeError(f"{policy.name}: no pure JAX form for a {kind}")

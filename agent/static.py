@@ -5,8 +5,17 @@
     SECN0  DCTCP:                  kmin = kmax = C·RTT·λ (a step at K), λ = 1/7 (DCTCP §3.4:
                                    K > C·RTT/7 keeps the link busy), pmax = 100%
 
-"static:<kmin>,<kmax>,<pmax>" fixes explicit values instead (kmin and kmax in bytes, or
-with a KB/MB suffix; the same on every port).
+"static:<kmin>,<kmax>,<pmax>" fixes explicit values instead: kmin and kmax in bytes (or
+with a KB/MB suffix; the same on every port) or in units of the action template's α with
+an `a` suffix ("static:1a,8a,0.2": kmin = α, kmax = 8α of each port's own speed, as the
+agents' actions scale).
+
+`GRID` is the evaluation protocol's static grid (issue 14): the settings an operator could
+deploy, drawn from the action template, that every learned policy is compared against as
+"the best static setting in hindsight". It is fixed here, before any evaluation:
+kmin = α·2^n < kmax = α·2^m for 0 <= n < m <= 5 at pmax 0.2 and 1.0 (30 RED ramps) and the
+six DCTCP-style steps kmin = kmax = α·2^n, n <= 5 (pmax is irrelevant for a step): 36
+settings, from 1α to 32α (20 KB to 640 KB at 25 Gbit/s).
 
 They are policies like any learned one (see agent/policy.py), so the controller and the
 simulator treat "static" and "learned" the same way.
@@ -18,7 +27,7 @@ from dataclasses import dataclass
 
 import jax.numpy as jnp
 
-from ecntune.agent.actions import KB
+from ecntune.agent.actions import KB, alpha_bytes
 from ecntune.agent.telemetry import Array, EcnThresholds, PortTelemetry
 
 DCTCP_LAMBDA = 1 / 7
@@ -40,6 +49,13 @@ def secn0(link_bps: Array, rtt_s: float = 100e-6) -> EcnThresholds:
 
 
 PRESETS = {"secn0": secn0, "secn1": secn1, "secn2": secn2}
+GRID_LEVELS = 6
+GRID_PMAX = (0.2, 1.0)
+GRID = tuple(
+    [f"{2**n}a,{2**m}a,{p:g}" for n in range(GRID_LEVELS) for m in range(n + 1, GRID_LEVELS)
+     for p in GRID_PMAX]
+    + [f"{2**n}a,{2**n}a,1" for n in range(GRID_LEVELS)]
+)  # fmt: skip
 
 
 def parse_bytes(text: str) -> float:
@@ -51,18 +67,27 @@ def parse_bytes(text: str) -> float:
     return float(t)
 
 
-def explicit(setting: str) -> EcnThresholds:
-    """'kmin,kmax,pmax' as scalars; ValueError with what is wrong."""
+def explicit(setting: str, link_bps: Array = 25e9) -> EcnThresholds:
+    """'kmin,kmax,pmax' for ports of speed `link_bps` (α units scale with it; byte values
+    do not); ValueError with what is wrong."""
     parts = setting.split(",")
     if len(parts) != 3:
         raise ValueError(f"an explicit setting is 'kmin,kmax,pmax', got {setting!r}")
+    if (parts[0].strip().endswith("a")) != (parts[1].strip().endswith("a")):
+        raise ValueError(f"give kmin and kmax both in α units or both in bytes, got {setting!r}")
     try:
-        kmin, kmax, pmax = parse_bytes(parts[0]), parse_bytes(parts[1]), float(parts[2])
+        if parts[0].strip().endswith("a"):
+            kmin, kmax = (float(x.strip()[:-1]) for x in parts[:2])
+            scale = alpha_bytes(link_bps)
+        else:
+            kmin, kmax, scale = parse_bytes(parts[0]), parse_bytes(parts[1]), 1.0
+        pmax = float(parts[2])
     except ValueError:
         raise ValueError(f"cannot read {setting!r} as 'kmin,kmax,pmax'") from None
     if not 0 <= kmin <= kmax or not 0 <= pmax <= 1:
         raise ValueError(f"need 0 <= kmin <= kmax and 0 <= pmax <= 1, got {setting!r}")
-    return EcnThresholds(kmin, kmax, pmax)
+    ones = jnp.ones_like(jnp.asarray(link_bps, jnp.float32))
+    return EcnThresholds(kmin * scale * ones, kmax * scale * ones, pmax * ones)
 
 
 @dataclass(frozen=True)
@@ -88,5 +113,4 @@ class StaticPolicy:
         link_bps = jnp.asarray(history.link_bps)[-1]
         if self.preset in PRESETS:
             return PRESETS[self.preset](link_bps)
-        ones = jnp.ones_like(jnp.asarray(link_bps, jnp.float32))
-        return EcnThresholds(*(v * ones for v in explicit(self.preset)))
+        return explicit(self.preset, link_bps)

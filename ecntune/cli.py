@@ -20,7 +20,7 @@ SUBCOMMAND_MODULES = [
     "ecntune.fabric.cleanup",
     "ecntune.fabric.commands",
     "ecntune.fabric.demo",
-    "ecntune.agent.train",
+    "ecntune.agent.cli",
 ]
 
 
@@ -36,7 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if getattr(args, "takes_rest", False):  # a subcommand with options of its own (switch)
+        args.rest = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -147,10 +147,9 @@ class Env:
         per_link = self._per_link(thresholds)
         net = state.net._replace(counters=network.zero_counters(self.fabric.n_links))
 
-        def one(n: network.NetState, _: None) -> tuple[network.NetState, None]:
-            return network.step(state.params, n, per_link, self.dt, self.transport), None
-
-        net, _ = jax.lax.scan(one, net, None, length=self.steps_per_interval)
+        net, _ = network.run(
+            state.params, net, per_link, self.dt, self.transport, self.steps_per_interval
+        )
         tel = self._telemetry(net.counters, thresholds)
         history = jax.tree.map(lambda h, x: jnp.concatenate([h[1:], x[None]]), state.history, tel)
         reward = REWARDS[self.reward_kind](tel, self.reward_weights)

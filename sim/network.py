@@ -14,12 +14,29 @@ Model (per step of `dt` seconds):
   the transport (transport.py) updates its window or rate;
 - a flow completes when all its bytes are delivered; its FCT is recorded.
 Per-port counters accumulate exactly the fields of the P4 telemetry digest.
+
+How it runs fast (`run`): flow slots are sized for the busiest moment of an episode, but
+admission always fills the lowest free slots, so the flows in flight sit in a prefix of
+the slots. Before a run of steps (one telemetry interval), `run` bounds the slots it can
+touch — the highest slot in use plus every flow that may start before the run ends — and
+steps only that prefix, the smallest of a few static sizes (`prefixes`: 32, 64, ..., all);
+the free slots past it stay as they are (admission resets everything a slot holds), and
+the feedback ring's columns past it are never read (a flow reads only rows written since
+it started). Under `vmap` the largest prefix any episode of the batch needs runs for the
+whole batch (a custom batching rule: a batched `lax.switch` would run every size), so the
+batch enlarges the kernels instead of multiplying them. The slots left out are free and
+would only add exact zeros, so the result is that of stepping every slot up to float
+rounding: XLA compiles each prefix's loop on its own and may fuse a product and a sum into
+one FMA differently, which can move a byte count in its last bit (measured on testbed24:
+DCQCN episodes bit-identical, DCTCP ones identical FCTs for all but the flows a last-bit
+difference tips over the 0.5-byte completion test, see sim/README.md).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -233,10 +250,13 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     cc = transport.UPDATES[kind](s.cc, acked, echoed, lost_fb, dt, params.line_rate[fid])
     cc = transport.cwnd_limited(s.cc, cc, params.line_rate[fid] * rtt)
 
-    # 6. completions
+    # 6. completions: every byte delivered. float32 sums can leave a flow a fraction of a
+    #    byte short of its size (0.5-byte resolution past 4 MB) with nothing left to send
+    #    or queued: that flow is complete too, not stuck forever
     total_delivered = s.delivered + delivered
     to_send = s.to_send - inject + lost
-    done = active & (total_delivered >= params.size[fid] - 0.5)
+    emptied = (to_send <= 0.5) & (jnp.sum(jnp.where(hop_ok, backlog, 0.0), axis=1) <= 0.5)
+    done = active & ((total_delivered >= params.size[fid] - 0.5) | emptied)
     fct = s.fct.at[jnp.where(done, fid, params.start.shape[0])].set(
         s.t + dt - params.start[fid] + params.base_rtt[fid] / 2, mode="drop"
     )
@@ -245,7 +265,6 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     c = s.counters
     pkts = served / MTU_BYTES
     src_bit = (params.src[fid] * 40503 % SENDER_BITS).astype(jnp.int32)  # a multiplicative hash
-    seen = jnp.zeros((n_links, SENDER_BITS), bool).at[link, src_bit[:, None]].max(dep > 0)
     elephant = jnp.where((s.sent + inject)[:, None] > ELEPHANT_BYTES, dep, 0.0)
     marked_at, elephant_at, dropped_at = queue_of(new_marks, elephant, dropped).T
     counters = Counters(
@@ -254,7 +273,7 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
         qdepth_sum=c.qdepth_sum + q_left * pkts,
         qdepth_samples=c.qdepth_samples + pkts,
         qdepth_max=jnp.maximum(c.qdepth_max, jnp.where(served > 0, q_left, 0.0)),
-        senders=c.senders | seen,
+        senders=c.senders.at[link, src_bit[:, None]].max(dep > 0),  # in place
         elephant_bytes=c.elephant_bytes + elephant_at,
         dropped_bytes=c.dropped_bytes + dropped_at,
     )
@@ -282,6 +301,91 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     )
 
 
+MIN_PREFIX = 32  # the smallest slot prefix `run` steps; then doubling up to all slots
+PER_SLOT = ("slot", "to_send", "sent", "delivered", "backlog", "backlog_marked", "cc", "admitted")
+
+
+def prefixes(slots: int) -> tuple[int, ...]:
+    """The static slot-prefix sizes `run` may step: 32, 64, ... and all `slots`."""
+    sizes = []
+    k = MIN_PREFIX
+    while k < slots:
+        sizes.append(k)
+        k *= 2
+    return (*sizes, slots)
+
+
+def slots_needed(params: Params, s: NetState, steps: int, dt: float) -> jnp.ndarray:
+    """An upper bound of the slots the next `steps` steps touch: the highest slot in use,
+    plus every flow that starts by then (each takes the lowest free slot)."""
+    used = jnp.max(jnp.where(s.slot >= 0, jnp.arange(1, s.slot.shape[0] + 1), 0))
+    t_end = s.t + (steps + 2) * dt  # a margin over t's float32 accumulation
+    starting = jnp.searchsorted(params.start, t_end, side="right") - s.next_flow
+    return used + starting
+
+
+def run(
+    params: Params,
+    s: NetState,
+    thresholds: jnp.ndarray,
+    dt: float,
+    kind: str,
+    steps: int,
+    record: Callable[[NetState], Any] | None = None,
+) -> tuple[NetState, Any]:
+    """`steps` steps (a lax.scan) on the smallest slot prefix that holds them (module
+    docstring): the result of scanning `step` over every slot, up to float rounding.
+    `record(state)` after each step gives the scan's stacked output (None: nothing)."""
+    slots = s.slot.shape[0]
+    sizes = prefixes(slots)
+    branches = tuple(
+        functools.partial(_run_prefix, dt=dt, kind=kind, steps=steps, k=k, record=record)
+        for k in sizes
+    )
+    if len(sizes) == 1:
+        return branches[0](params, s, thresholds)
+    need = slots_needed(params, s, steps, dt)
+    which = jnp.searchsorted(jnp.asarray(sizes[:-1]), need).astype(jnp.int32)
+    return _switch_batch_max(branches, which, params, s, thresholds)
+
+
+def _run_prefix(params, s, thresholds, dt, kind, steps, k, record):
+    full = s
+    if k < s.slot.shape[0]:
+        cut = {name: jax.tree.map(lambda x: x[:k], getattr(s, name)) for name in PER_SLOT}
+        s = s._replace(feedback=s.feedback[:, :k], **cut)
+
+    def one(n: NetState, _: None) -> tuple[NetState, Any]:
+        n = step(params, n, thresholds, dt, kind)
+        return n, (None if record is None else record(n))
+
+    s, out = jax.lax.scan(one, s, None, length=steps)
+    if k < full.slot.shape[0]:  # the prefix back into the full per-slot arrays
+        put = functools.partial(jax.tree.map, lambda old, x: old.at[:k].set(x))
+        back = {name: put(getattr(full, name), getattr(s, name)) for name in PER_SLOT}
+        s = s._replace(feedback=full.feedback.at[:, :k].set(s.feedback), **back)
+    return s, out
+
+
+def _switch_batch_max(branches, which, *operands):
+    """lax.switch(which, branches, *operands); under vmap the branch of the largest `which`
+    in the batch runs for every element (vmap would otherwise run every branch and select
+    per element). Valid here because a larger prefix gives the same result."""
+
+    @jax.custom_batching.custom_vmap
+    def switch(which, *operands):
+        return jax.lax.switch(which, branches, *operands)
+
+    @switch.def_vmap
+    def rule(axis_size, in_batched, which, *operands):
+        top = jnp.max(which) if in_batched[0] else which
+        axes = tuple(jax.tree.map(lambda b: 0 if b else None, b) for b in in_batched[1:])
+        out = jax.lax.switch(top, [jax.vmap(br, in_axes=axes) for br in branches], *operands)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return switch(which, *operands)
+
+
 @functools.partial(jax.jit, static_argnames=("dt", "kind", "steps"))
 def trace(
     params: Params, net: NetState, thresholds: jnp.ndarray, dt: float, kind: str, steps: int
@@ -292,14 +396,13 @@ def trace(
     another simulator needs to see (queue oscillations within an RTT).
     """
 
-    def one(n: NetState, _: None) -> tuple[NetState, tuple[jnp.ndarray, jnp.ndarray]]:
-        n = step(params, n, thresholds, dt, kind)
+    def record(n: NetState) -> tuple[jnp.ndarray, jnp.ndarray]:
         fid = jnp.maximum(n.slot, 0)
         on = (params.path[fid] >= 0) & (n.slot >= 0)[:, None]
         link = jnp.where(on, params.path[fid], 0)
         q = jax.ops.segment_sum(
             jnp.where(on, n.backlog, 0.0).ravel(), link.ravel(), thresholds.shape[0]
         )
-        return n, (q, n.counters.tx_bytes)
+        return q, n.counters.tx_bytes
 
-    return jax.lax.scan(one, net, None, length=steps)
+    return run(params, net, thresholds, dt, kind, steps, record)

@@ -2,7 +2,7 @@
 
 Each sending host starts flows as a Poisson process at a target load with sizes drawn
 from a flow-size CDF (traffic/workload.py: the same CDFs and the same load -> rate rule
-the emulation uses), optionally switching to a second CDF halfway (ACC/PET convergence
+the emulation uses), optionally switching to a second CDF or load halfway (ACC/PET convergence
 experiments); periodic synchronised N:1 incasts (16:1 in GraphCC) come on top; link
 failures are (link, down, up) times. Every flow picks one of its ECMP paths uniformly,
 as a 5-tuple hash would. The result is sorted by start time and padded to a fixed length
@@ -92,6 +92,7 @@ class TrafficParams(NamedTuple):
     second: CDF  # after switch_at_s (same as first when no switch)
     switch_at_s: jnp.ndarray
     load: jnp.ndarray
+    second_load: jnp.ndarray  # after switch_at_s (same as load when no load step)
     duration_s: jnp.ndarray
     senders: jnp.ndarray  # (hosts,) bool
     incast_degree: jnp.ndarray
@@ -112,6 +113,7 @@ class Traffic:
     incast_period_s: float = 0.01
     incast_bytes: int = 64_000
     switch_to: str | None = None
+    load_to: float | None = None  # a load step: this load from halfway through
     senders: tuple[int, ...] | None = None
     failures: tuple[tuple[int, float, float], ...] = ()
     non_ect: tuple[int, ...] = ()  # hosts that do not negotiate ECN (their packets are Not-ECT)
@@ -125,8 +127,12 @@ class Traffic:
         return TrafficParams(
             first=cdf(self.workload),
             second=cdf(self.switch_to or self.workload),
-            switch_at_s=jnp.float32(self.duration_s / 2 if self.switch_to else np.inf),
-            load=jnp.float32(self.load), duration_s=jnp.float32(self.duration_s),
+            switch_at_s=jnp.float32(
+                self.duration_s / 2 if self.switch_to or self.load_to is not None else np.inf
+            ),
+            load=jnp.float32(self.load),
+            second_load=jnp.float32(self.load if self.load_to is None else self.load_to),
+            duration_s=jnp.float32(self.duration_s),
             senders=jnp.asarray(senders), incast_degree=jnp.int32(self.incast_degree),
             incast_period_s=jnp.float32(self.incast_period_s),
             incast_bytes=jnp.float32(self.incast_bytes), failures=jnp.asarray(failures),
@@ -138,7 +144,8 @@ class Traffic:
         c = min(
             load_cdf(self.workload).mean_bytes, load_cdf(self.switch_to or self.workload).mean_bytes
         )
-        rate = float(np.max(fabric.links.capacity[fabric.host_uplink])) * self.load / c
+        load = max(self.load, self.load_to or 0.0)
+        rate = float(np.max(fabric.links.capacity[fabric.host_uplink])) * load / c
         mean = rate * self.duration_s
         per_host = int(mean + 6 * np.sqrt(mean) + 8)
         bursts = int(self.duration_s / self.incast_period_s) + 1 if self.incast_degree else 0
@@ -157,11 +164,12 @@ def sample(
     n_hosts = table.uplink_rate.shape[0]
     k_gap, k_size1, k_size2, k_dst, k_path, k_inc, k_inc_dst = jax.random.split(key, 7)
 
-    # Poisson sources: rate = load * link / mean size, per phase. A unit-rate process in
+    # Poisson sources: rate = load * link / mean size, per phase (the CDF and the load may
+    # both change halfway). A unit-rate process in
     # "work" time u maps to real time at rate r1 before the switch and r2 after it (the
     # time change of a Poisson process: exact, and the shapes stay static)
     r1 = traffic.load * table.uplink_rate[:, None] / traffic.first.mean  # flows/s per host
-    r2 = traffic.load * table.uplink_rate[:, None] / traffic.second.mean
+    r2 = traffic.second_load * table.uplink_rate[:, None] / traffic.second.mean
     u = jnp.cumsum(jax.random.exponential(k_gap, (n_hosts, per_host)), axis=1)
     u_switch = r1 * traffic.switch_at_s  # inf without a switch
     start = jnp.where(u < u_switch, u / r1, traffic.switch_at_s + (u - u_switch) / r2)

@@ -148,8 +148,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    """`ecntune switch -i 1@veth1 ...`: every argument after `switch` is simple_switch_grpc's,
+    handed over as it is (ecntune/cli.py passes the rest through), so options come first."""
     p = sub.add_parser(
         "switch", help="run the embedded P4 switch (simple_switch_grpc options)", add_help=False
     )
-    p.add_argument("switch_args", nargs=argparse.REMAINDER)
-    p.set_defaults(func=lambda a: main(a.switch_args))
+    p.set_defaults(func=lambda a: main(a.rest), takes_rest=True)

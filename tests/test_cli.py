@@ -39,3 +39,15 @@ def test_readme_commands_are_the_ones_ci_runs():
     assert "make install demo" in readme
     assert "make install test" in readme
     assert "make install test" in ci
+
+
+def test_switch_takes_simple_switch_grpc_options_as_the_readme_writes_them():
+    """`ecntune switch -i 1@veth1 ... --no-p4` (README), no `--` needed: the options reach
+    the switch's own parser, which names the missing interface (it exists nowhere here)."""
+    cmd = [ECNTUNE, "switch", "-i", "1@ecnt-none0", "--grpc-server-addr", "127.0.0.1:0"]
+    out = subprocess.run([*cmd, "--no-p4"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert "no interface named 'ecnt-none0'" in out.stderr
+    bad = subprocess.run([ECNTUNE, "eval", "--no-such-option"], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "unrecognized arguments: --no-such-option" in bad.stderr

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ecntune.agent.static import secn2
-from ecntune.agent.train import SimScenario, failed_links
 from ecntune.sim.fabric import build
+from ecntune.sim.scenario import SimScenario, failed_links
 from ecntune.sim.schedule import path_table
 from ecntune.topology import preset
 
@@ -104,22 +104,24 @@ def test_ten_steps_per_rtt_give_the_same_fcts_within_a_few_percent():
     the same flows under SECN1. Measured over 2 episodes of 20 ms: mice mean +0.8 to +3 %,
     p99 −6 to +4 % (sim/README.md); here 5 ms of WebSearch + 16:1 incasts, asserted 6 %
     on the mean (measured < 1 %) and completed flows within 5 % (2 %). Below 2 is refused."""
+    from ecntune.agent.evaluate import run_policies
     from ecntune.agent.policy import load_policy
-    from ecntune.agent.train import MICE_BYTES, run_policy
+    from ecntune.traffic.fct import MICE_BYTES
 
     runs = {}
     for steps in (20, 10):
         scenario = SimScenario("testbed24", incast=16, episode_s=0.005, rtt_steps=steps)
-        env = scenario.env()
-        runs[steps] = run_policy(env, load_policy("static:secn1"), jax.random.key(7))
-        runs[steps]["dt"] = env.dt
+        secn1 = {"secn1": load_policy("static:secn1")}
+        runs[steps] = run_policies(scenario, secn1, 1, seed=7, drain_factor=0.0)["secn1"]
+    assert SimScenario("testbed24", rtt_steps=10).env().dt == pytest.approx(
+        2 * SimScenario("testbed24").env().dt
+    )
     fine, coarse = runs[20], runs[10]
-    assert coarse["dt"] == pytest.approx(2 * fine["dt"])
-    done_fine, done_coarse = ~np.isnan(fine["slowdown"]), ~np.isnan(coarse["slowdown"])
+    done_fine, done_coarse = ~np.isnan(fine.fct_s[0]), ~np.isnan(coarse.fct_s[0])
     assert done_coarse.sum() == pytest.approx(done_fine.sum(), rel=0.05)
-    mice = done_fine & done_coarse & (fine["size"] < MICE_BYTES)
+    mice = done_fine & done_coarse & (fine.size_bytes[0] < MICE_BYTES)
     assert mice.sum() > 50
-    report = (fine["slowdown"][mice].mean(), coarse["slowdown"][mice].mean())
+    report = (fine.slowdown[0][mice].mean(), coarse.slowdown[0][mice].mean())
     assert report[1] == pytest.approx(report[0], rel=0.06), report
     with pytest.raises(ValueError, match="rtt_steps"):
         SimScenario("testbed24", rtt_steps=1).env()

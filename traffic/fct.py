@@ -17,6 +17,8 @@ import numpy as np
 
 MSS_BYTES = 1448  # TCP payload per 1500-byte packet (with the timestamp option)
 HEADER_BYTES = 66  # Ethernet 14 + IPv4 20 + TCP 32 per packet
+MICE_BYTES = 100e3  # mice: below 100 KB (ACC, PET, GraphCC)
+ELEPHANT_BYTES = 1e6  # elephants: above 1 MB (PET's threshold too)
 
 
 @dataclass(frozen=True)
@@ -27,9 +29,9 @@ class SizeBucket:
 
 
 SIZE_BUCKETS = (
-    SizeBucket("mice", 0, 100e3),
-    SizeBucket("medium", 100e3, 1e6),
-    SizeBucket("elephant", 1e6, math.inf),
+    SizeBucket("mice", 0, MICE_BYTES),
+    SizeBucket("medium", MICE_BYTES, ELEPHANT_BYTES),
+    SizeBucket("elephant", ELEPHANT_BYTES, math.inf),
 )
 ALL = SizeBucket("all", 0, math.inf)
 
@@ -46,6 +48,15 @@ def ideal_fct(
 def slowdown(fct_s: np.ndarray, ideal_s: np.ndarray) -> np.ndarray:
     """FCT / ideal FCT, at least 1 (a flow cannot beat its own line-rate transfer)."""
     return np.maximum(1.0, np.asarray(fct_s, dtype=np.float64) / np.asarray(ideal_s))
+
+
+def slowdown_stats(x: np.ndarray) -> dict[str, float]:
+    """Mean, p50, p95 and p99 as the papers report FCT slowdown (NaN for no flows)."""
+    x = np.asarray(x, dtype=np.float64)
+    if not x.size:
+        return {k: math.nan for k in ("mean", "p50", "p95", "p99")}
+    p50, p95, p99 = np.percentile(x, [50, 95, 99])
+    return {"mean": float(x.mean()), "p50": float(p50), "p95": float(p95), "p99": float(p99)}
 
 
 @dataclass(frozen=True)
@@ -73,19 +84,7 @@ def summarize(
     for b in buckets:
         sel = (size >= b.min_bytes) & (size < b.max_bytes)
         n = int(sel.sum())
-        if n == 0:
-            rows.append(BucketSummary(b.name, 0, *([math.nan] * 5)))
-            continue
-        p50, p95, p99 = np.percentile(sd[sel], [50, 95, 99])
-        rows.append(
-            BucketSummary(
-                b.name,
-                n,
-                float(fct[sel].mean()),
-                float(sd[sel].mean()),
-                float(p50),
-                float(p95),
-                float(p99),
-            )
-        )
+        st = slowdown_stats(sd[sel])
+        fct_mean = float(fct[sel].mean()) if n else math.nan
+        rows.append(BucketSummary(b.name, n, fct_mean, st["mean"], st["p50"], st["p95"], st["p99"]))
     return rows

@@ -1,0 +1,238 @@
+"""`ecntune train` and `ecntune eval`: the command line of agent/train.py and agent/evaluate.py.
+
+    ecntune train --algo acc --scenario star8 --episodes 200 --levels 6 --pmax 0.1,1.0
+    ecntune eval --mix star8-heldout --checkpoint agent/checkpoints/acc-star8.msgpack
+    ecntune eval --scenario testbed24 --incast 16 --checkpoint acc.msgpack --episodes 20
+
+Heavy imports (JAX) happen inside the run functions, so `ecntune --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ecntune.sim.scenario import HELD_OUT_SEED, MIXES, SimScenario
+
+
+def _failure(text: str) -> tuple[str, float, float]:
+    try:
+        link, down, up = text.split(",")
+        return link, float(down), float(up)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--fail wants NODE:PORT,DOWN,UP, got {text!r}") from None
+
+
+def _scenario_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", default="star8", help="a topology preset (ecntune.topology)")
+    p.add_argument("--workload", default="websearch")
+    p.add_argument("--load", type=float, default=0.6)
+    p.add_argument("--incast", type=int, default=4, help="N:1 incast degree (0: none)")
+    p.add_argument("--transport", default="dctcp", choices=["dctcp", "dcqcn", "reno_ecn"])
+    p.add_argument(
+        "--episode-s", type=float, default=None,
+        help="simulated seconds per episode (default: 4 emulated fabrics, 0.02 datacenter ones)",
+    )  # fmt: skip
+    p.add_argument("--switch-to", default=None, help="switch to this workload halfway through")
+    p.add_argument("--load-to", type=float, default=None, help="step to this load halfway through")
+    p.add_argument(
+        "--fail", action="append", default=[], type=_failure, metavar="NODE:PORT,DOWN,UP",
+        help="a cable down between two fractions of the episode, e.g. leaf1:1,0.3,0.6 (repeatable)",
+    )  # fmt: skip
+    p.add_argument(
+        "--reward-weights", type=_weights, default=(0.3, 0.7), metavar="T,D",
+        help="reward = T·throughput + D·delay term (papers: 0.3,0.7 WebSearch; 0.7,0.3 DataMining)",
+    )  # fmt: skip
+    p.add_argument(
+        "--rtt-steps", type=int, default=20,
+        help="simulator steps per base RTT on the datacenter fabrics: 20 (default) as the "
+        "results; 10 runs ~1.8x faster, mice FCTs a few %% apart (sim/README.md)",
+    )  # fmt: skip
+
+
+def _weights(text: str) -> tuple[float, float]:
+    try:
+        t, d = (float(x) for x in text.split(","))
+        return t, d
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--reward-weights wants T,D, got {text!r}") from None
+
+
+def _grid_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--grid", type=_grid, default=None, metavar="K1,K2,P;...",
+        help="static settings (';'-separated, e.g. '1a,4a,0.2;2a,2a,1') instead of the "
+        "protocol's 36-setting grid, for a quick look (the report says so)",
+    )  # fmt: skip
+
+
+def _grid(text: str) -> tuple[str, ...]:
+    from ecntune.agent.static import StaticPolicy
+
+    settings = tuple(x.strip() for x in text.split(";") if x.strip())
+    try:
+        for x in settings:
+            StaticPolicy(x)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return settings
+
+
+def _scenario(args: argparse.Namespace) -> SimScenario:
+    return SimScenario(
+        topology=args.scenario,
+        workload=args.workload,
+        load=args.load,
+        incast=args.incast,
+        transport=args.transport,
+        episode_s=args.episode_s,
+        switch_to=args.switch_to,
+        load_to=args.load_to,
+        failures=tuple(args.fail),
+        reward_weights=args.reward_weights,
+        rtt_steps=args.rtt_steps,
+    )
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    t = sub.add_parser("train", help="train an agent offline in the simulator")
+    t.add_argument("--algo", choices=["acc", "pet"], default="acc")
+    _scenario_args(t)
+    t.add_argument(
+        "--mix", choices=sorted(m for m in MIXES if m.endswith("-train")), default=None,
+        help="train on a named training mix of sim/scenario.py (episode i: scenario i mod n)",
+    )  # fmt: skip
+    t.add_argument(
+        "--judge-mix", choices=sorted(m for m in MIXES if m.endswith("-heldout")), default=None,
+        help="judge on this mix's scenarios (judge seeds, never the held-out ones) instead of "
+        "the training scenario",
+    )  # fmt: skip
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--episodes", type=int, default=60)
+    t.add_argument(
+        "--pmax",
+        default=None,
+        help="comma-separated pmax levels of the action template (default: ACC's 21)",
+    )
+    t.add_argument("--levels", type=int, default=10, help="kmin/kmax = α·2^n, n < levels")
+    t.add_argument(
+        "--gamma", type=float, default=None,
+        help="discount per interval (default: the algorithm's config, agent/ddqn.py, ippo.py)",
+    )  # fmt: skip
+    t.add_argument("--eps-decay", type=float, default=1000.0, help="ACC: ε decay, in intervals")
+    t.add_argument("--save-every", type=int, default=10)
+    t.add_argument(
+        "--judge-episodes", type=int, default=0,
+        help="score every saved checkpoint on this many unseen episodes against the single "
+        "best static setting (SECN0-2 and the grid) on them",
+    )  # fmt: skip
+    _grid_args(t)
+    t.add_argument("--out", type=Path, default=None, help="default: results/train-<algo>")
+    t.set_defaults(func=run_train)
+    e = sub.add_parser(
+        "eval",
+        help="judge agents against SECN0-2 and the best static setting in hindsight",
+        description="Every policy on the same held-out episodes of a scenario mix (or one "
+        "scenario): paired comparisons with bootstrap 95 % CIs against the single best static "
+        "setting of a 36-setting grid and each scenario's best (agent/evaluate.py).",
+    )
+    _scenario_args(e)
+    e.add_argument(
+        "--mix", choices=sorted(MIXES), default=None,
+        help="a named scenario mix of sim/scenario.py instead of the scenario options",
+    )  # fmt: skip
+    e.add_argument(
+        "--checkpoint", type=Path, action="append", default=[],
+        help="an agent checkpoint (repeatable); pet*.msgpack is PET, anything else ACC",
+    )  # fmt: skip
+    e.add_argument("--episodes", type=int, default=20, help="per scenario (the protocol: >= 20)")
+    e.add_argument("--seed", type=int, default=HELD_OUT_SEED, help="first episode's seed")
+    e.add_argument(
+        "--drain", type=float, default=1.0,
+        help="after the arrival window run on up to this many episode lengths until every "
+        "started flow finished (unfinished ones are counted per policy)",
+    )  # fmt: skip
+    _grid_args(e)
+    e.add_argument("--out", type=Path, default=Path("results/eval"))
+    e.set_defaults(func=run_eval)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from ecntune.agent.evaluate import Judge
+    from ecntune.agent.train import first_beat, train_acc, train_pet
+
+    out = args.out or Path("results") / f"train-{args.algo}"
+    if args.algo == "acc":
+        from ecntune.agent.ddqn import DdqnConfig
+
+        config: Any = DdqnConfig(eps_decay=args.eps_decay, levels=args.levels)
+    else:
+        from ecntune.agent.ippo import IppoConfig
+
+        config = IppoConfig(levels=args.levels)
+    if args.gamma is not None:
+        config = dataclasses.replace(config, gamma=args.gamma)
+    if args.pmax:
+        config = dataclasses.replace(config, pmax=tuple(float(p) for p in args.pmax.split(",")))
+    scenario = list(MIXES[args.mix]) if args.mix else _scenario(args)
+    judged = list(MIXES[args.judge_mix]) if args.judge_mix else scenario
+    train = train_acc if args.algo == "acc" else train_pet
+    try:
+        judge = (
+            Judge(judged, args.judge_episodes, grid=args.grid) if args.judge_episodes > 0 else None
+        )
+        start = time.monotonic()
+        path = train(scenario, args.episodes, out, args.seed, config, args.save_every, judge=judge)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"checkpoint: {path} ({time.monotonic() - start:.0f} s)")
+    print(f"learning curve: {out / 'learning_curve.png'}")
+    if judge is not None:
+        beat = first_beat(out)
+        print(
+            f"first beat {beat['best_static']} at episode {beat['episode']}, "
+            f"{float(beat['wall_s']):.0f} s of training"
+            if beat
+            else "did not beat the best static setting on the judged episodes"
+        )
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from ecntune.agent import report
+    from ecntune.agent.evaluate import evaluate_mix
+    from ecntune.agent.policy import load_policy
+
+    agents = {}
+    for ck in args.checkpoint:
+        kind = "pet" if ck.stem.startswith("pet") else "acc"
+        try:
+            agents[f"{kind}:{ck.stem}"] = load_policy(f"{kind}:{ck}")
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    if args.mix:
+        scenarios, title = list(MIXES[args.mix]), f"Evaluation on the {args.mix} mix"
+    else:
+        scenarios = [_scenario(args)]
+        title = f"Evaluation on {scenarios[0].label}"
+    if args.episodes < 20:
+        print(f"note: {args.episodes} episodes per scenario; the protocol asks for >= 20")
+    try:
+        result = evaluate_mix(
+            scenarios, agents, args.episodes, args.seed, args.drain, args.grid,
+            cache=args.out / "runs",
+        )  # fmt: skip
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.grid:
+        title += f" (a reduced grid of {len(args.grid)} static settings, not the protocol's 36)"
+    print(report.write(result, args.out, title))
+    print(f"written: {args.out}/report.md, comparisons.csv, policies.csv, *.png")
+    return 0

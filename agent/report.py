@@ -1,0 +1,235 @@
+"""What an evaluation (agent/evaluate.py) writes for people and for scripts.
+
+report.md        the verdict first: each agent against the single best static over the
+                 mix, then per scenario against that scenario's best static in hindsight
+                 and the SECN presets, every number with its 95 % CI, unfinished flows
+comparisons.csv  one row per (agent, scope, baseline, metric): values, relative
+                 difference and CI (scope: "mix" or a scenario)
+policies.csv     every policy on every scenario: mice/all FCT slowdown, mice p99 FCT,
+                 elephants, goodput, queue, marking, unfinished flows
+comparison.png   relative differences with their CIs, per scenario and over the mix
+settings.png     what the agents chose: kmin/kmax of busy ports against their queue
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ecntune.agent.evaluate import COMPARED, Comparison, MixResult, Outcome, statistic
+from ecntune.traffic import fct as metrics
+
+LABELS = {
+    "mice_mean": "mice mean slowdown",
+    "mice_p99_fct": "mice p99 FCT",
+    "all_mean": "all-flow mean slowdown",
+    "goodput": "goodput",
+}
+
+
+def _fmt(c: Comparison) -> str:
+    star = "**" if c.significant else ""
+    return f"{star}{c.rel:+.1%}{star} [{c.lo:+.1%}, {c.hi:+.1%}]"
+
+
+def verdict(cs: list[Comparison]) -> str:
+    """Issue 14's acceptance, read off the comparisons against the single best static."""
+    by = {c.metric: c for c in cs}
+    wins = by["mice_mean"].hi < 0 and by["mice_p99_fct"].hi < 0
+    holds = by["all_mean"].rel <= 0 and abs(by["goodput"].rel) <= 0.02
+    if wins and holds:
+        return "beats the single best static (mice mean and p99, CIs exclude zero)"
+    if wins:
+        return "lower mice FCT, but overall slowdown or goodput does not hold"
+    return "does NOT beat the single best static"
+
+
+def policy_row(scenario: str, name: str, o: Outcome) -> dict[str, Any]:
+    done = ~np.isnan(o.fct_s)
+    sd = o.slowdown
+    mice = done & (o.size_bytes < metrics.MICE_BYTES)
+    big = done & (o.size_bytes > metrics.ELEPHANT_BYTES)
+    q = o.queue_bytes[~np.isnan(o.queue_bytes)]
+    return {
+        "scenario": scenario,
+        "policy": name,
+        "flows_done": int(done.sum()),
+        "unfinished": o.unfinished,
+        "mice_mean": float(np.mean(sd[mice])) if mice.any() else float("nan"),
+        "mice_p99": float(np.percentile(sd[mice], 99)) if mice.any() else float("nan"),
+        "mice_p99_fct_us": statistic(o, done, "mice_p99_fct") * 1e6,
+        "all_mean": float(np.mean(sd[done])) if done.any() else float("nan"),
+        "elephant_mean": float(np.mean(sd[big])) if big.any() else float("nan"),
+        "goodput_mbps": float(np.mean(o.goodput_bps)) / 1e6,
+        "queue_mean_kb": float(np.mean(q)) / 1e3 if q.size else 0.0,
+        "marked": float(np.mean(o.marked)),
+    }
+
+
+def write(result: MixResult, out: Path, title: str) -> str:
+    """Every file above; returns report.md's text."""
+    out.mkdir(parents=True, exist_ok=True)
+    comps: list[dict[str, Any]] = []
+
+    def record(agent: str, scope: str, base: str, cs: list[Comparison]) -> list[Comparison]:
+        comps.extend({"agent": agent, "scope": scope, "baseline": base, **c._asdict()} for c in cs)
+        return cs
+
+    labels = [sc.label for sc in result.scenarios]
+    lines = [
+        f"# {title}\n",
+        f"{len(result.scenarios)} scenarios × {result.episodes} episodes (seeds {result.seed}–"
+        f"{result.seed + result.episodes - 1}, the same for every policy), "
+        f"{len(result.statics)} static settings (SECN0-2 and the grid of agent/static.py). "
+        "Relative differences are agent / baseline − 1 on the flows both completed in the same "
+        "episodes (negative: the agent is better, except goodput), with bootstrap 95 % CIs "
+        "over episodes; **bold** where the CI excludes zero. Over the mix they are geometric "
+        "means over scenarios.\n",
+        f"Single best static over the mix (what an operator would deploy): "
+        f"`{result.single_best}`.\n",
+        "## Against the single best static, over the whole mix\n",
+        "| agent | " + " | ".join(LABELS[m] for m in COMPARED) + " | verdict |",
+        "|---" * (len(COMPARED) + 2) + "|",
+    ]
+    for agent in result.agents:
+        cs = record(agent, "mix", result.single_best, result.comparisons(agent))
+        lines.append(f"| {agent} | " + " | ".join(_fmt(c) for c in cs) + f" | {verdict(cs)} |")
+    lines += [
+        "\n## Per scenario, against that scenario's best static in hindsight\n",
+        "How close one learned policy gets to every scenario's oracle setting.\n",
+        "| scenario | best static | agent | " + " | ".join(LABELS[m] for m in COMPARED) + " |",
+        "|---" * (len(COMPARED) + 3) + "|",
+    ]
+    for i, label in enumerate(labels):
+        best = result.best_per_scenario[i]
+        for agent in result.agents:
+            cs = record(agent, label, best, result.per_scenario(agent, i, best))
+            lines.append(
+                f"| {label} | `{best}` | {agent} | " + " | ".join(_fmt(c) for c in cs) + " |"
+            )
+    lines += [
+        "\n## Per scenario, against the presets and the single best static (mice mean slowdown)\n",
+        "| scenario | agent | vs SECN0 | vs SECN1 | vs SECN2 | vs single best static |",
+        "|---" * (len(_presets(result)) + 2) + "|",
+    ]  # fmt: skip
+    for i, label in enumerate(labels):
+        for agent in result.agents:
+            cells = []
+            for base in _presets(result):
+                c = record(agent, label, base, result.per_scenario(agent, i, base))[0]
+                cells.append(_fmt(c))
+            lines.append(f"| {label} | {agent} | " + " | ".join(cells) + " |")
+    rows = [
+        policy_row(label, name, o)
+        for label, runs in zip(labels, result.runs, strict=True)
+        for name, o in runs.items()
+    ]
+    lines += [
+        "\n## Every policy (flows each completed; `unfinished`: started, not done after the "
+        "drain)\n",
+        "| scenario | policy | mice mean | mice p99 | mice p99 FCT µs | all mean | elephants "
+        "| goodput Mbit/s | queue KB | unfinished |",
+        "|---" * 10 + "|",
+    ]
+    shown = {*result.agents, *_presets(result), *result.best_per_scenario}
+    for r in rows:
+        if r["policy"] in shown:
+            lines.append(
+                f"| {r['scenario']} | {r['policy']} | {r['mice_mean']:.2f} | {r['mice_p99']:.1f}"
+                f" | {r['mice_p99_fct_us']:.0f} | {r['all_mean']:.2f} | {r['elephant_mean']:.2f}"
+                f" | {r['goodput_mbps']:.1f} | {r['queue_mean_kb']:.1f} | {r['unfinished']} |"
+            )
+    lines.append(
+        "\nThe other grid settings are in `policies.csv`; each comparison with its values in "
+        "`comparisons.csv`. Plots: `comparison.png`, `settings.png`.\n"
+    )
+    _csv(out / "comparisons.csv", comps)
+    _csv(out / "policies.csv", rows)
+    _plot_comparisons(result, comps, out / "comparison.png")
+    _plot_settings(result, out / "settings.png")
+    text = "\n".join(lines)
+    (out / "report.md").write_text(text)
+    return text
+
+
+def _presets(result: MixResult) -> list[str]:
+    return [*(f"static:{p}" for p in ("secn0", "secn1", "secn2")), result.single_best]
+
+
+def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _plot_comparisons(result: MixResult, comps: list[dict[str, Any]], path: Path) -> None:
+    """Forest plot: per metric, each agent's relative difference with its CI, per scenario
+    (against its best static) and over the mix (against the single best static)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scopes = ["mix", *(sc.label for sc in result.scenarios)]
+    fig, axes = plt.subplots(1, len(COMPARED), figsize=(4 * len(COMPARED), 0.5 * len(scopes) + 2))
+    for ax, metric in zip(axes, COMPARED, strict=True):
+        for j, agent in enumerate(result.agents):
+            ys, xs, lo, hi = [], [], [], []
+            for k, scope in enumerate(scopes):
+                base = result.single_best if scope == "mix" else result.best_per_scenario[k - 1]
+                c = next(
+                    c for c in comps
+                    if c["agent"] == agent and c["scope"] == scope and c["baseline"] == base
+                    and c["metric"] == metric
+                )  # fmt: skip
+                ys.append(k + 0.2 * j)
+                xs.append(c["rel"] * 100)
+                lo.append((c["rel"] - c["lo"]) * 100)
+                hi.append((c["hi"] - c["rel"]) * 100)
+            ax.errorbar(xs, ys, xerr=[lo, hi], fmt="o", capsize=3, label=agent)
+        ax.axvline(0, color="grey", linewidth=0.8)
+        ax.set_yticks(range(len(scopes)), scopes if ax is axes[0] else [""] * len(scopes))
+        ax.invert_yaxis()
+        ax.set_xlabel("% vs best static (95 % CI)")
+        ax.set_title(LABELS[metric] + (" (higher better)" if metric == "goodput" else ""))
+    axes[0].legend(fontsize=7)
+    fig.suptitle("Learned policy vs the best static setting in hindsight (mix: single best)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_settings(result: MixResult, path: Path) -> None:
+    """Adaptation, directly: the kmin/kmax each agent set on busy ports against the queue it
+    saw, over every held-out scenario (one colour per scenario). A flat band is a static
+    policy in disguise."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, max(1, len(result.agents)), figsize=(5 * len(result.agents), 4),
+                             squeeze=False)  # fmt: skip
+    for ax, agent in zip(axes[0], result.agents, strict=False):
+        for sc, runs in zip(result.scenarios, result.runs, strict=True):
+            o = runs[agent]
+            busy = ~np.isnan(o.queue_bytes)
+            # the setting chosen after seeing an interval acts on the next one
+            q = o.queue_bytes[:, :-1][busy[:, :-1]] / 1e3
+            kmin = o.settings[:, 1:, :, 0][busy[:, :-1]] / 1e3
+            kmax = o.settings[:, 1:, :, 1][busy[:, :-1]] / 1e3
+            (line,) = ax.plot(q, kmin, ".", markersize=2, alpha=0.4, label=sc.label)
+            ax.plot(q, kmax, "x", markersize=2, alpha=0.2, color=line.get_color())
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_yscale("log")
+        ax.set_xlabel("mean queue in the interval seen, KB")
+        ax.set_ylabel("kmin (dots) / kmax (crosses) chosen, KB")
+        ax.set_title(agent)
+        ax.legend(fontsize=6, markerscale=4)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
