@@ -175,7 +175,8 @@ def _plot_comparisons(result: MixResult, comps: list[dict[str, Any]], path: Path
     import matplotlib.pyplot as plt
 
     scopes = ["mix", *(sc.label for sc in result.scenarios)]
-    fig, axes = plt.subplots(1, len(COMPARED), figsize=(4 * len(COMPARED), 0.5 * len(scopes) + 2))
+    tall = 0.5 * len(scopes) * max(1.0, len(result.agents) / 4) + 2
+    fig, axes = plt.subplots(1, len(COMPARED), figsize=(4 * len(COMPARED), tall))
     for ax, metric in zip(axes, COMPARED, strict=True):
         for j, agent in enumerate(result.agents):
             ys, xs, lo, hi = [], [], [], []
@@ -186,7 +187,7 @@ def _plot_comparisons(result: MixResult, comps: list[dict[str, Any]], path: Path
                     if c["agent"] == agent and c["scope"] == scope and c["baseline"] == base
                     and c["metric"] == metric
                 )  # fmt: skip
-                ys.append(k + 0.2 * j)
+                ys.append(k + 0.8 * j / max(1, len(result.agents)))
                 xs.append(c["rel"] * 100)
                 lo.append((c["rel"] - c["lo"]) * 100)
                 hi.append((c["hi"] - c["rel"]) * 100)
@@ -212,9 +213,12 @@ def _plot_settings(result: MixResult, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, max(1, len(result.agents)), figsize=(5 * len(result.agents), 4),
-                             squeeze=False)  # fmt: skip
-    for ax, agent in zip(axes[0], result.agents, strict=False):
+    cols = min(4, max(1, len(result.agents)))
+    rows = -(-max(1, len(result.agents)) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(result.agents) :]:
+        ax.axis("off")
+    for ax, agent in zip(axes.flat, result.agents, strict=False):
         for sc, runs in zip(result.scenarios, result.runs, strict=True):
             o = runs[agent]
             busy = ~np.isnan(o.queue_bytes)
