@@ -112,7 +112,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "the training scenario",
     )  # fmt: skip
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--episodes", type=int, default=60)
+    t.add_argument("--episodes", type=int, default=64, help="rounded up to whole rounds")
+    t.add_argument(
+        "--envs", type=int, default=8,
+        help="episodes simulated side by side per round (agent/loops.py; one jitted call)",
+    )  # fmt: skip
     t.add_argument(
         "--pmax",
         default=None,
@@ -146,8 +150,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="a named scenario mix of sim/scenario.py instead of the scenario options",
     )  # fmt: skip
     e.add_argument(
-        "--checkpoint", type=Path, action="append", default=[],
-        help="an agent checkpoint (repeatable); pet*.msgpack is PET, anything else ACC",
+        "--checkpoint", action="append", default=[], metavar="[NAME=]PATH",
+        help="an agent checkpoint (repeatable); pet*.msgpack is PET, anything else ACC; "
+        "shown as acc:NAME / pet:NAME (default: the file's stem, or its folder's name where "
+        "stems repeat)",
     )  # fmt: skip
     e.add_argument("--episodes", type=int, default=20, help="per scenario (the protocol: >= 20)")
     e.add_argument("--seed", type=int, default=HELD_OUT_SEED, help="first episode's seed")
@@ -163,7 +169,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from ecntune.agent.evaluate import Judge
-    from ecntune.agent.train import first_beat, train_acc, train_pet
+    from ecntune.agent.train import first_beat, train
 
     out = args.out or Path("results") / f"train-{args.algo}"
     if args.algo == "acc":
@@ -180,13 +186,13 @@ def run_train(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, pmax=tuple(float(p) for p in args.pmax.split(",")))
     scenario = list(MIXES[args.mix]) if args.mix else _scenario(args)
     judged = list(MIXES[args.judge_mix]) if args.judge_mix else scenario
-    train = train_acc if args.algo == "acc" else train_pet
     try:
         judge = (
             Judge(judged, args.judge_episodes, grid=args.grid) if args.judge_episodes > 0 else None
         )
         start = time.monotonic()
-        path = train(scenario, args.episodes, out, args.seed, config, args.save_every, judge=judge)
+        path = train(args.algo, scenario, args.episodes, out, args.seed, config,
+                     args.save_every, judge=judge, envs=args.envs)  # fmt: skip
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -203,19 +209,35 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _checkpoints(specs: list[str]) -> dict[str, Path]:
+    """'[NAME=]PATH' -> {'acc:NAME': PATH}: the kind from the file's name (pet*: PET), the
+    name given, else the stem, else (where stems repeat, as results/train-*/acc.msgpack do)
+    the folder's name; ValueError on a name given twice."""
+    paths = [Path(s.partition("=")[2] or s) for s in specs]
+    stems = [p.stem for p in paths]
+    out: dict[str, Path] = {}
+    for spec, path in zip(specs, paths, strict=True):
+        given = spec.partition("=")[0] if "=" in spec else None
+        kind = "pet" if path.stem.startswith("pet") else "acc"
+        name = f"{kind}:{given or (path.stem if stems.count(path.stem) == 1 else path.parent.name)}"
+        if name in out:
+            raise ValueError(f"two checkpoints would both be called {name!r}: name them NAME=PATH")
+        out[name] = path
+    return out
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from ecntune.agent import report
     from ecntune.agent.evaluate import evaluate_mix
     from ecntune.agent.policy import load_policy
 
     agents = {}
-    for ck in args.checkpoint:
-        kind = "pet" if ck.stem.startswith("pet") else "acc"
-        try:
-            agents[f"{kind}:{ck.stem}"] = load_policy(f"{kind}:{ck}")
-        except ValueError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+    try:
+        for name, ck in _checkpoints(args.checkpoint).items():
+            agents[name] = load_policy(f"{name.partition(':')[0]}:{ck}")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.mix:
         scenarios, title = list(MIXES[args.mix]), f"Evaluation on the {args.mix} mix"
     else:
@@ -234,5 +256,6 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.grid:
         title += f" (a reduced grid of {len(args.grid)} static settings, not the protocol's 36)"
     print(report.write(result, args.out, title))
-    print(f"written: {args.out}/report.md, comparisons.csv, policies.csv, *.png")
+    plots = ", *.png" if agents else " (no agents: no plots)"
+    print(f"written: {args.out}/report.md, comparisons.csv, policies.csv{plots}")
     return 0

@@ -17,6 +17,10 @@ have passed; what is still unfinished is counted per policy. Then:
 - **95 % confidence intervals** by the bootstrap over episodes (flows of one episode share
   their fate, so episodes are resampled, not flows); over a mix, episodes are resampled
   within each scenario and the relative differences combine as a geometric mean.
+- the **room for adaptation** (each scenario's best static against the single best: what a
+  policy that picked the right setting per scenario could gain) and the **frozen
+  ablation** (each agent against its own most frequent setting run as a static on the same
+  episodes: does changing the setting help, or is the agent one static in disguise?).
 
 Metrics come from traffic/fct.py (ideal FCT with header overhead, size buckets), the same
 code that summarises the emulation and the demo. Every policy runs as a pure JAX function
@@ -76,7 +80,7 @@ def make_rollout(
     import jax
     import jax.numpy as jnp
 
-    window = int(np.ceil(float(env.traffic.duration_s) / env.interval_s - 1e-6))
+    window = env.episode_intervals
     drain = int(np.ceil(window * drain_factor))
 
     def interval(state: Any, params: Any) -> tuple[Any, Any, Any]:
@@ -345,6 +349,25 @@ def best_statics(
 # -- the protocol, end to end ---------------------------------------------------------------
 
 
+def most_frequent_setting(outcomes: Sequence[Outcome], alpha: Sequence[np.ndarray]) -> str:
+    """The setting a policy held most often on busy ports over all its episodes, in units of
+    each port's α (`alpha`: per scenario, (ports,) bytes), as a static policy name: what the
+    agent is "frozen" to in the ablation that asks whether its changes of setting help."""
+    counts: dict[tuple[float, float, float], int] = {}
+    for o, a in zip(outcomes, alpha, strict=True):
+        busy = ~np.isnan(o.queue_bytes)  # (E, T, ports)
+        s = o.settings[busy]  # (n, 3): kmin, kmax (bytes), pmax
+        per_port = np.broadcast_to(a, busy.shape)[busy]
+        units = np.stack([s[:, 0] / per_port, s[:, 1] / per_port, s[:, 2]], axis=1)
+        keys, n = np.unique(np.round(units, 3), axis=0, return_counts=True)
+        for k, c in zip(map(tuple, keys), n, strict=True):
+            counts[k] = counts.get(k, 0) + int(c)
+    if not counts:
+        raise ValueError("the policy never held a setting on a busy port")
+    kmin, kmax, pmax = max(counts, key=counts.__getitem__)
+    return f"static:{kmin:g}a,{kmax:g}a,{pmax:g}"
+
+
 @dataclasses.dataclass
 class MixResult:
     scenarios: list[SimScenario]
@@ -356,6 +379,25 @@ class MixResult:
     mix_scores: dict[str, float]
     episodes: int
     seed: int
+    # each agent's most frequent setting, run as a static on the same episodes (ablation)
+    frozen: dict[str, str] = dataclasses.field(default_factory=dict)
+    alpha_bytes: list[np.ndarray] = dataclasses.field(default_factory=list)  # per scenario
+
+    def oracle_gap(self, i: int | None = None) -> Comparison:
+        """Room for adaptation: each scenario's best static (told the scenario) against the
+        single best static, mice mean slowdown, over the mix (or scenario i). Near zero, no
+        policy that picks one setting per scenario can beat the single best static; only
+        changing the setting within an episode could."""
+        idx = range(len(self.runs)) if i is None else [i]
+        return compare(
+            [self.runs[j][self.best_per_scenario[j]] for j in idx],
+            [self.runs[j][self.single_best] for j in idx], "mice_mean",
+        )  # fmt: skip
+
+    def against_frozen(self, agent: str) -> list[Comparison]:
+        """agent vs itself frozen to its most frequent setting, over the mix: does changing
+        the setting help, or is the agent one static setting in disguise?"""
+        return self.comparisons(agent, self.frozen[agent])
 
     def comparisons(self, agent: str, against: str | None = None) -> list[Comparison]:
         """agent vs the single best static (or a named baseline) over the whole mix."""
@@ -387,6 +429,7 @@ def evaluate_mix(
     a new agent is judged against the statics already run."""
     from tqdm import tqdm
 
+    from ecntune.agent.actions import alpha_bytes
     from ecntune.agent.policy import load_policy
     from ecntune.agent.static import GRID
 
@@ -395,30 +438,42 @@ def evaluate_mix(
     groups = [(statics, repr(static_names))] + [
         ({name: policy}, _identity(name, policy)) for name, policy in agents.items()
     ]
-    runs = []
-    bar = tqdm(total=len(scenarios) * (len(statics) + len(agents)) * episodes, desc="evaluate",
-               unit="episode", disable=not progress)  # fmt: skip
+    bar = tqdm(total=len(scenarios) * (len(statics) + len(agents)) * episodes,
+               desc="evaluate", unit="episode", disable=not progress)  # fmt: skip
+
+    def run(sc: SimScenario, policies: dict[str, Any], identity: str) -> dict[str, Outcome]:
+        what = repr((sc, episodes, seed, drain_factor, identity)).encode()
+        path = cache / f"{hashlib.sha256(what).hexdigest()[:16]}.npz" if cache else None
+        if path is not None and path.exists():
+            bar.update(len(policies) * episodes)
+            return load_outcomes(path)
+        got = run_policies(sc, policies, episodes, seed, drain_factor, bar.update)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            save_outcomes(path, got)
+        return got
+
+    runs: list[dict[str, Outcome]] = []
     for sc in scenarios:
         bar.set_description(f"evaluate {sc.label}")
-        scenario_runs: dict[str, Outcome] = {}
+        runs.append({})
         for policies, identity in groups:
-            what = repr((sc, episodes, seed, drain_factor, identity)).encode()
-            path = cache / f"{hashlib.sha256(what).hexdigest()[:16]}.npz" if cache else None
-            if path is not None and path.exists():
-                scenario_runs.update(load_outcomes(path))
-                bar.update(len(policies) * episodes)
-                continue
-            got = run_policies(sc, policies, episodes, seed, drain_factor, bar.update)
-            scenario_runs.update(got)
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                save_outcomes(path, got)
-        runs.append({n: scenario_runs[n] for n in (*agents, *statics)})
+            runs[-1].update(run(sc, policies, identity))
+    # the ablation: every agent frozen to the setting it held most often over the mix
+    alpha = [np.asarray(alpha_bytes(_env(sc).link_bps())) for sc in scenarios]
+    frozen = {a: most_frequent_setting([r[a] for r in runs], alpha) for a in agents}
+    extra = [n for n in dict.fromkeys(frozen.values()) if n not in runs[0]]
+    bar.total += len(scenarios) * len(extra) * episodes
+    for sc, scenario_runs in zip(scenarios, runs, strict=True):
+        bar.set_description(f"evaluate {sc.label}, agents frozen")
+        for name in extra:
+            scenario_runs.update(run(sc, {name: load_policy(name)}, repr([name])))
     bar.close()
     per, single, mix = best_statics(runs, static_names)
     return MixResult(
-        list(scenarios), runs, list(agents), static_names, per, single, mix, episodes, seed
-    )
+        list(scenarios), runs, list(agents), static_names, per, single, mix, episodes, seed,
+        frozen, alpha,
+    )  # fmt: skip
 
 
 def _identity(name: str, policy: Any) -> str:

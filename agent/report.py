@@ -9,6 +9,7 @@ policies.csv     every policy on every scenario: mice/all FCT slowdown, mice p99
                  elephants, goodput, queue, marking, unfinished flows
 comparison.png   relative differences with their CIs, per scenario and over the mix
 settings.png     what the agents chose: kmin/kmax of busy ports against their queue
+actions.png      what the agents chose per scenario (load, incast, workload), in units of α
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def write(result: MixResult, out: Path, title: str) -> str:
         "means over scenarios.\n",
         f"Single best static over the mix (what an operator would deploy): "
         f"`{result.single_best}`.\n",
+        _room(result),
         "## Against the single best static, over the whole mix\n",
         "| agent | " + " | ".join(LABELS[m] for m in COMPARED) + " | verdict |",
         "|---" * (len(COMPARED) + 2) + "|",
@@ -97,6 +99,19 @@ def write(result: MixResult, out: Path, title: str) -> str:
     for agent in result.agents:
         cs = record(agent, "mix", result.single_best, result.comparisons(agent))
         lines.append(f"| {agent} | " + " | ".join(_fmt(c) for c in cs) + f" | {verdict(cs)} |")
+    if result.frozen:
+        lines += [
+            "\n## Does changing the setting help? Each agent against itself frozen\n",
+            "The agent's most frequent setting on busy ports over the whole mix, run as a "
+            "static setting on the same episodes. An agent no better than its frozen self is "
+            "one static setting in disguise.\n",
+            "| agent | frozen to | " + " | ".join(LABELS[m] for m in COMPARED) + " |",
+            "|---" * (len(COMPARED) + 2) + "|",
+        ]
+        for agent in result.agents:
+            frozen = result.frozen[agent]
+            cs = record(agent, "mix", frozen, result.against_frozen(agent))
+            lines.append(f"| {agent} | `{frozen}` | " + " | ".join(_fmt(c) for c in cs) + " |")
     lines += [
         "\n## Per scenario, against that scenario's best static in hindsight\n",
         "How close one learned policy gets to every scenario's oracle setting.\n",
@@ -134,7 +149,7 @@ def write(result: MixResult, out: Path, title: str) -> str:
         "| goodput Mbit/s | queue KB | unfinished |",
         "|---" * 10 + "|",
     ]
-    shown = {*result.agents, *_presets(result), *result.best_per_scenario}
+    shown = {*result.agents, *_presets(result), *result.best_per_scenario, *result.frozen.values()}
     for r in rows:
         if r["policy"] in shown:
             lines.append(
@@ -144,24 +159,48 @@ def write(result: MixResult, out: Path, title: str) -> str:
             )
     lines.append(
         "\nThe other grid settings are in `policies.csv`; each comparison with its values in "
-        "`comparisons.csv`. Plots: `comparison.png`, `settings.png`.\n"
-    )
-    _csv(out / "comparisons.csv", comps)
+        "`comparisons.csv`."
+        + (" Plots: `comparison.png`, `settings.png`, `actions.png`.\n" if result.agents else
+           " No agents: the statics only (no plots).\n")
+    )  # fmt: skip
+    _csv(out / "comparisons.csv", comps, ["agent", "scope", "baseline", *Comparison._fields])
     _csv(out / "policies.csv", rows)
-    _plot_comparisons(result, comps, out / "comparison.png")
-    _plot_settings(result, out / "settings.png")
+    if result.agents:
+        _plot_comparisons(result, comps, out / "comparison.png")
+        _plot_settings(result, out / "settings.png")
+        _plot_actions(result, out / "actions.png")
     text = "\n".join(lines)
     (out / "report.md").write_text(text)
     return text
+
+
+def _room(result: MixResult) -> str:
+    """The oracle gap, said in words: how much any adaptation could gain at most per scenario."""
+    gap = result.oracle_gap()
+    per = [
+        f"{sc.label}: `{best}` {result.oracle_gap(i).rel:+.2%}"
+        for i, (sc, best) in enumerate(zip(result.scenarios, result.best_per_scenario,
+                                           strict=True))
+    ]  # fmt: skip
+    return (
+        "**Room for adaptation** (each scenario's own best static against the single best, "
+        f"mice mean slowdown): {gap.rel:+.2%} [{gap.lo:+.2%}, {gap.hi:+.2%}] over the mix; "
+        + "; ".join(per)
+        + ". "
+        "A policy that chose the right static setting for every scenario would gain this "
+        "much; near zero, only changing the setting within an episode can beat the single "
+        "best static.\n"
+    )
 
 
 def _presets(result: MixResult) -> list[str]:
     return [*(f"static:{p}" for p in ("secn0", "secn1", "secn2")), result.single_best]
 
 
-def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
+def _csv(path: Path, rows: list[dict[str, Any]], fields: list[str] | None = None) -> None:
+    """Rows under their keys' header (or `fields`: a header even with no rows)."""
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w = csv.DictWriter(f, fieldnames=fields or list(rows[0]))
         w.writeheader()
         w.writerows(rows)
 
@@ -235,5 +274,41 @@ def _plot_settings(result: MixResult, path: Path) -> None:
         ax.set_title(agent)
         ax.legend(fontsize=6, markerscale=4)
     fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_actions(result: MixResult, path: Path) -> None:
+    """Adaptation across scenarios: the kmin and kmax each agent held on busy ports in every
+    scenario (load, incast degree, workload), in units of the port's α, sized by how often.
+    One dot per agent at the same height in every column is a static policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = max(1, len(result.agents))
+    fig, axes = plt.subplots(n, 1, figsize=(1.6 * len(result.scenarios) + 3, 2.6 * n),
+                             squeeze=False, sharex=True)  # fmt: skip
+    for ax, agent in zip(axes[:, 0], result.agents, strict=False):
+        for i, (runs, alpha) in enumerate(zip(result.runs, result.alpha_bytes, strict=True)):
+            o = runs[agent]
+            busy = ~np.isnan(o.queue_bytes)
+            a = np.broadcast_to(alpha, busy.shape)[busy]
+            for col, dx, marker, name in ((0, -0.12, "o", "kmin"), (1, 0.12, "x", "kmax")):
+                vals, counts = np.unique(np.round(o.settings[..., col][busy] / a, 3),
+                                         return_counts=True)  # fmt: skip
+                ax.scatter(np.full(vals.shape, i + dx), vals, s=200 * counts / counts.sum() + 4,
+                           marker=marker, color="C0" if col == 0 else "C3",
+                           label=name if i == 0 else None)  # fmt: skip
+        ax.set_yscale("log", base=2)
+        ax.set_ylabel("α units")
+        ax.set_title(f"{agent} (frozen ablation: {result.frozen[agent]})", fontsize=9)
+        ax.legend(fontsize=7)
+    axes[-1, 0].set_xticks(range(len(result.scenarios)),
+                           [sc.label.replace(" ", "\n", 2) for sc in result.scenarios],
+                           fontsize=7)  # fmt: skip
+    fig.suptitle("Settings held on busy ports per scenario (marker area: share of intervals)")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))
     fig.savefig(path, dpi=110)
     plt.close(fig)

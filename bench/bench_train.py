@@ -9,6 +9,10 @@ completed), the judging time left out of the clock. The reference, that static s
 is chosen once in the same run. One JSON object per line and seed; `wall_s_to_beat` is
 null when the budget ran out first. Long: `--family star8` takes ~10 min per seed and
 algorithm on 2 cores, `--family testbed24` (the papers' fabric) hours.
+
+`python bench/bench_train.py speed`: training throughput alone (train_speed_<algo>_<fabric>:
+episodes per wall hour of agent/loops.py's jitted loop, `--envs` copies side by side
+against one in the same run, after a compile round; a few minutes).
 """
 
 from __future__ import annotations
@@ -17,32 +21,76 @@ import argparse
 import csv
 import json
 import tempfile
+import time
 from pathlib import Path
 
 from ecntune.agent.ddqn import DdqnConfig
 from ecntune.agent.evaluate import Judge
 from ecntune.agent.ippo import IppoConfig
-from ecntune.agent.train import first_beat, train_acc, train_pet
-from ecntune.sim.scenario import MIXES
+from ecntune.agent.train import first_beat, train
+from ecntune.sim.scenario import MIXES, SimScenario
+
+SPEED_SCENARIOS = (
+    SimScenario("star8", "websearch", 0.6, incast=4, episode_s=2.0),
+    SimScenario("testbed24", "websearch", 0.6, incast=16),
+    SimScenario("testbed24", "datamining", 0.8, incast=4, link_delay_s=10e-6, episode_s=0.05,
+                interval_s=1e-3),  # testbed24rtt
+)  # fmt: skip
+
+
+def speed(envs: int, rounds: int = 2) -> None:
+    """Episodes per wall hour with `envs` copies side by side against one, same run."""
+    import jax
+
+    from ecntune.agent import loops
+
+    for sc in SPEED_SCENARIOS:
+        for algo, make, config in (("acc", loops.make_acc_loop, DdqnConfig(levels=6)),
+                                   ("pet", loops.make_pet_loop, IppoConfig(levels=6))):  # fmt: skip
+            env = sc.env(features=config.features, reward=algo)
+            per_hour = {}
+            for n in (1, envs):
+                loop = make(env, config, n)
+                carry, _ = loop.run(loop.init(jax.random.key(0)), 1)  # compiles
+                jax.block_until_ready(carry)
+                t = time.perf_counter()
+                carry, _ = loop.run(carry, rounds)
+                jax.block_until_ready(carry)
+                per_hour[n] = rounds * n / (time.perf_counter() - t) * 3600
+            print(json.dumps({
+                "bench": f"train_speed_{algo}_{sc.topology}", "scenario": sc.label,
+                "intervals_per_episode": env.episode_intervals, "envs": envs,
+                "episodes_per_hour": round(per_hour[envs]),
+                "reference_episodes_per_hour_1_env": round(per_hour[1]),
+                "ratio": round(per_hour[envs] / per_hour[1], 2),
+            }), flush=True)  # fmt: skip
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--family", default="star8", choices=["star8", "testbed24"])
+    families = sorted({m.rsplit("-", 1)[0] for m in MIXES})
+    ap.add_argument("--family", default="star8", choices=families)
     ap.add_argument("--episodes", type=int, default=60)
     ap.add_argument("--every", type=int, default=10)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--judge-episodes", type=int, default=2)
+    ap.add_argument("--envs", type=int, default=8, help="episodes side by side per round")
+    ap.add_argument("mode", nargs="?", choices=["all", "speed"], default="all",
+                    help="speed: the throughput lines only")  # fmt: skip
     args = ap.parse_args()
+    speed(args.envs)
+    if args.mode == "speed":
+        return
     train_mix, held_out = MIXES[f"{args.family}-train"], MIXES[f"{args.family}-heldout"]
     judge = Judge(held_out, episodes=args.judge_episodes)
-    for algo, train in (("acc", train_acc), ("pet", train_pet)):
+    for algo in ("acc", "pet"):
         for seed in range(args.seeds):
             template = {"levels": 6, "pmax": (0.1, 0.5, 1.0), "gamma": 0.5}
             config = DdqnConfig(**template) if algo == "acc" else IppoConfig(**template)
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp)
-                train(train_mix, args.episodes, out, seed, config, args.every, False, judge)
+                train(algo, train_mix, args.episodes, out, seed, config, args.every, False, judge,
+                      envs=args.envs)  # fmt: skip
                 beat = first_beat(out)
                 last = list(csv.DictReader((out / "learning_curve.csv").open()))[-1]
             print(json.dumps({

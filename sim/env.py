@@ -123,6 +123,12 @@ class Env:
     def n_ports(self) -> int:
         return self.fabric.n_ports
 
+    @property
+    def episode_intervals(self) -> int:
+        """Intervals until `done`: the traffic's arrival window (flows still running then
+        carry on if the caller keeps stepping, as the evaluation's drain does)."""
+        return int(np.ceil(float(self.traffic.duration_s) / self.interval_s - 1e-6))
+
     def link_bps(self) -> jnp.ndarray:
         return jnp.asarray(self.fabric.links.capacity[self.fabric.ports] * 8.0)
 

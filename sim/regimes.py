@@ -59,10 +59,8 @@ API (gymnax-like, pure, jit- and vmap-able like sim/env.py):
     obs, state, reward, done, info = env.step(state, thresholds)   # EcnThresholds per port
 
 info["telemetry"] is the interval's PortTelemetry and info["regime"] the regime each port
-was in. train_ddqn / train_ippo are compact jitted training loops built from the learners'
-own functions (ddqn.select_actions / ddqn.update, ippo.policy / ippo.gae / ippo.update),
-evaluate() runs a policy on fixed seeds, greedy_ddqn / greedy_ippo are the deployed
-(greedy) policies for it.
+was in. The agents train on it with the same jitted loops as on the fabric
+(agent/loops.py); evaluate() runs a policy (loops.greedy_acc / greedy_pet) on fixed seeds.
 """
 
 from __future__ import annotations
@@ -107,7 +105,7 @@ class RegimeState(NamedTuple):
 @dataclasses.dataclass(frozen=True)
 class RegimeEnv:
     ports: int = 4
-    link_bps: float = 25e9
+    speed_bps: float = 25e9
     interval_s: float = 100e-6  # ~40 RTTs of a 25G datacenter fabric
     switch_prob: float = 0.05  # per interval: regimes last 20 intervals on average
     episode: int = 64  # intervals; `done` after that many (a time limit, not a terminal)
@@ -116,7 +114,18 @@ class RegimeEnv:
     reward_weights: RewardWeights = THROUGHPUT_FIRST
     regimes: tuple[Regime, Regime] = (BULK_TRAFFIC, INCAST_TRAFFIC)
 
-    # -- the environment API -------------------------------------------------------------
+    # -- the environment API (sim/env.py's: what agent/loops.py trains on) ---------------
+
+    @property
+    def n_ports(self) -> int:
+        return self.ports
+
+    @property
+    def episode_intervals(self) -> int:
+        return self.episode
+
+    def link_bps(self) -> jax.Array:
+        return jnp.full(self.ports, self.speed_bps, jnp.float32)
 
     @functools.partial(jax.jit, static_argnums=0)
     def reset(self, key: jax.Array) -> tuple[jax.Array, RegimeState]:
@@ -156,7 +165,7 @@ class RegimeEnv:
 
         senders, load, marks, swing, elephant = (pick(i) for i in range(5))
         senders = jnp.round(senders)
-        alpha = alpha_bytes(self.link_bps)
+        alpha = alpha_bytes(self.speed_bps)
         kmin = jnp.asarray(th.kmin_bytes, jnp.float32) / alpha
         kmax = jnp.maximum(jnp.asarray(th.kmax_bytes, jnp.float32) / alpha, kmin)
         pmax = jnp.clip(jnp.asarray(th.pmax, jnp.float32), 1e-6, 1.0)
@@ -167,11 +176,11 @@ class RegimeEnv:
         hi = q_star + swing
         mean_q = (hi**2 - lo**2) / (4.0 * swing)  # ∫ max(0, q) over the swing / (2a)
         util = load * (1.0 - idle)
-        tx = util * self.link_bps * self.interval_s / 8.0
+        tx = util * self.speed_bps * self.interval_s / 8.0
         pkts = tx / MTU_BYTES
         f = jnp.ones(self.ports, jnp.float32)
         return PortTelemetry(
-            interval_s=self.interval_s * f, link_bps=self.link_bps * f,
+            interval_s=self.interval_s * f, link_bps=self.speed_bps * f,
             tx_bytes=tx, tx_pkts=pkts, marked_bytes=marks * tx, marked_pkts=marks * pkts,
             qdepth_sum_bytes=mean_q * alpha * pkts, qdepth_samples=pkts,
             qdepth_max_bytes=hi * alpha, kmin_bytes=kmin * alpha, kmax_bytes=kmax * alpha,
@@ -183,7 +192,7 @@ class RegimeEnv:
         z = jnp.zeros(self.ports, jnp.float32)
         f = jnp.ones(self.ports, jnp.float32)
         return PortTelemetry(
-            self.interval_s * f, self.link_bps * f, z, z, z, z, z, z, z, z, z, z, z, z
+            self.interval_s * f, self.speed_bps * f, z, z, z, z, z, z, z, z, z, z, z, z
         )
 
 
@@ -200,7 +209,7 @@ def rollout(
     def one(carry: tuple[jax.Array, RegimeState], _: None):
         obs, state = carry
         action = act(params, obs)
-        th = template.thresholds(action, env.link_bps)
+        th = template.thresholds(action, env.link_bps())
         obs, state, reward, _, info = env.step(state, th)
         return (obs, state), (reward, action, info["regime"])
 
@@ -250,127 +259,3 @@ def baselines(rewards: jax.Array, regimes: jax.Array) -> Baselines:
     oracle = float((per[0][picks[0]] + per[1][picks[1]]) / g.size)
     within = tuple(float(per[k][picks[k]] / counts[k]) for k in (BULK, INCAST))
     return Baselines(float(mean[best]), best, oracle, picks, within)  # type: ignore[arg-type]
-
-
-# -- training loops built from the learners' own pieces ------------------------------------------
-
-
-def _flat(x: jax.Array) -> jax.Array:
-    """(envs, ports, ...) -> (envs·ports, ...): every port of every copy is one sample."""
-    return x.reshape(-1, *x.shape[2:])
-
-
-def _reset_where(done: jax.Array, fresh: Any, state: Any) -> Any:
-    """Per copy (leading axis), the fresh state where `done`, else the running one."""
-
-    def pick(f: jax.Array, s: jax.Array) -> jax.Array:
-        return jnp.where(done.reshape(-1, *([1] * (s.ndim - 1))), f, s)
-
-    return jax.tree.map(pick, fresh, state)
-
-
-def train_ddqn(
-    env: RegimeEnv, config: Any, key: jax.Array, intervals: int, envs: int = 16
-) -> tuple[Any, Any, jax.Array]:
-    """ACC's loop (agent/train.py train_acc) on `envs` copies of `env`, fully jitted: per
-    interval every port acts ε-greedily (ddqn.select_actions), its transition goes to the
-    replay and the learner takes one ddqn.update on a uniform batch from it. One switch,
-    so the local/global replay split of ddqn.Replay is one buffer here. Returns the
-    network's graph, its parameters and the mean reward per interval."""
-    import flashbax as fbx
-
-    from ecntune.agent import ddqn
-
-    template = config.template
-    k_init, k_reset, k_run = jax.random.split(key, 3)
-    graph, params = ddqn.build_network(config, k_init)
-    learner = ddqn.init_learner(config, params)
-    buffer = fbx.make_item_buffer(
-        max_length=config.buffer_size, min_length=config.min_buffer,
-        sample_batch_size=config.batch_size, add_batches=True,
-    )  # fmt: skip
-    obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, envs))
-    example = ddqn.Transition(obs[0, 0], jnp.int32(0), jnp.float32(0), obs[0, 0], jnp.float32(0))
-    replay = buffer.init(example)
-
-    def one(carry, step):
-        learner, replay, obs, state, key = carry
-        key, k_act, k_sample, k_reset = jax.random.split(key, 4)
-        eps = ddqn.epsilon(config, step)
-        action = ddqn.select_actions(graph, learner.params, _flat(obs), k_act, eps)
-        action = action.reshape(obs.shape[:2])
-        th = template.thresholds(action, env.link_bps)
-        next_obs, state, reward, done, _ = jax.vmap(env.step)(state, th)
-        batch = ddqn.Transition(
-            _flat(obs), _flat(action), _flat(reward), _flat(next_obs),
-            jnp.zeros(envs * env.ports),  # a time limit truncates, it does not terminate
-        )  # fmt: skip
-        replay = buffer.add(replay, batch)
-
-        def learn(lr):
-            return ddqn.update(config, graph, lr, buffer.sample(replay, k_sample).experience)[0]
-
-        learner = jax.lax.cond(buffer.can_sample(replay), learn, lambda lr: lr, learner)
-        fresh_obs, fresh = jax.vmap(env.reset)(jax.random.split(k_reset, envs))
-        state = _reset_where(done, fresh, state)
-        next_obs = _reset_where(done, fresh_obs, next_obs)
-        return (learner, replay, next_obs, state, key), reward.mean()
-
-    run = jax.jit(lambda c: jax.lax.scan(one, c, jnp.arange(intervals)))
-    (learner, *_), curve = run((learner, replay, obs, state, k_run))
-    return graph, learner.params, curve
-
-
-def train_ippo(
-    env: RegimeEnv, config: Any, key: jax.Array, updates: int, envs: int = 16
-) -> tuple[Any, Any, jax.Array]:
-    """PET's loop (agent/train.py train_pet) on `envs` copies of `env`, fully jitted: one
-    episode of sampled actions (ippo.policy), GAE over it bootstrapped from the last
-    value (ippo.gae; no terminal, the episode is a time limit), one ippo.update on every
-    port's samples. Returns the networks, their parameters, the mean reward per update."""
-    from ecntune.agent import ippo
-
-    template = config.template
-    k_init, k_run = jax.random.split(key)
-    nets, params = ippo.build_networks(config, k_init)
-    learner = ippo.init_learner(config, params)
-
-    def episode(carry, _):
-        learner, key = carry
-        key, k_reset, k_act, k_learn = jax.random.split(key, 4)
-        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, envs))
-
-        def interval(c, k):
-            obs, state = c
-            pi = ippo.policy(nets, learner.params, obs)
-            action = pi.sample(seed=k)
-            th = template.thresholds(action, env.link_bps)
-            v = ippo.value(nets, learner.params, obs)
-            next_obs, state, reward, _, _ = jax.vmap(env.step)(state, th)
-            return (next_obs, state), (obs, action, pi.log_prob(action), v, reward)
-
-        keys = jax.random.split(k_act, env.episode)
-        (last_obs, _), (o, a, lp, v, r) = jax.lax.scan(interval, (obs, state), keys)
-        last = ippo.value(nets, learner.params, last_obs)
-        adv, target = ippo.gae(r, v, jnp.zeros_like(r), last, config.gamma, config.gae_lambda)
-        flat = ippo.Batch(*(x.reshape(-1, *x.shape[3:]) for x in (o, a, lp, adv, target)))
-        learner, _ = ippo.update(config, nets, learner, flat, k_learn)
-        return (learner, key), r.mean()
-
-    run = jax.jit(lambda c: jax.lax.scan(episode, c, None, length=updates))
-    (learner, _), curve = run((learner, k_run))
-    return nets, learner.params, curve
-
-
-def greedy_ddqn(graph: Any) -> Any:
-    """`act` for evaluate(): the Q-network's argmax per port."""
-    from ecntune.agent import ddqn
-
-    return lambda params, obs: jnp.argmax(ddqn.q_values(graph, params, obs), axis=-1)
-
-
-def greedy_ippo(nets: Any) -> Any:
-    """`act` for evaluate(): the actor's most likely action per port (as IppoPolicy.act)."""
-    from ecntune.agent import ippo
-
-    return lambda params, obs: jnp.argmax(ippo.policy(nets, params, obs).logits, axis=-1)

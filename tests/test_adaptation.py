@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ecntune.agent import ddqn, ippo
+from ecntune.agent import ddqn, ippo, loops
 from ecntune.agent.actions import acc_template
 from ecntune.sim import regimes
 
@@ -81,38 +81,42 @@ def test_the_regimes_reward_adapting_and_no_static_action_can(reward: str):
         assert 0.4 < float(np.mean(np.asarray(regime))) < 0.6  # both regimes occur
 
 
+def train(algo: str, env: regimes.RegimeEnv, config, seed: int, rounds: int, envs: int = 16):
+    """agent/loops.py's jitted loop on the regimes: (greedy act, params, per-round metrics)."""
+    make, greedy = (
+        (loops.make_acc_loop, loops.greedy_acc) if algo == "acc"
+        else (loops.make_pet_loop, loops.greedy_pet)
+    )  # fmt: skip
+    loop = make(env, config, envs)
+    carry, metrics = loop.run(loop.init(jax.random.key(seed)), rounds)
+    assert bool(jnp.all(jnp.isfinite(metrics["reward"])))
+    return greedy(config), loop.params(carry), metrics
+
+
 def test_acc_learns_to_adapt():
     config = ddqn.DdqnConfig(levels=6, pmax=PMAX)
     env = regimes.RegimeEnv(features="acc", reward="acc")
-    graph, params, curve = regimes.train_ddqn(env, config, jax.random.key(0), intervals=3000)
-    assert bool(jnp.all(jnp.isfinite(curve)))
-    result = judge(env, config.template, regimes.greedy_ddqn(graph), params)
-    assert_adapts(result)
+    act, params, _ = train("acc", env, config, 0, rounds=47)  # ~3000 intervals of 16 copies
+    assert_adapts(judge(env, config.template, act, params))
 
 
 def test_pet_learns_to_adapt():
     config = ippo.IppoConfig(levels=6, pmax=PMAX)
     env = regimes.RegimeEnv(features="pet", reward="pet")
-    nets, params, curve = regimes.train_ippo(env, config, jax.random.key(0), updates=60)
-    assert bool(jnp.all(jnp.isfinite(curve)))
-    result = judge(env, config.template, regimes.greedy_ippo(nets), params)
-    assert_adapts(result)
+    act, params, _ = train("pet", env, config, 0, rounds=60)
+    assert_adapts(judge(env, config.template, act, params))
 
 
 @pytest.mark.parametrize("algo", ["acc", "pet"])
 def test_the_full_template_trains_on_the_regimes(algo: str):
     """ACC's full 1155-action template runs through the same loops (a few steps only)."""
     env = regimes.RegimeEnv(features=algo, reward=algo)
-    if algo == "acc":
-        config = dataclasses.replace(ddqn.DdqnConfig(), min_buffer=64)
-        graph, params, curve = regimes.train_ddqn(env, config, jax.random.key(1), 20, envs=4)
-        act = regimes.greedy_ddqn(graph)
-    else:
-        config = ippo.IppoConfig()
-        nets, params, curve = regimes.train_ippo(env, config, jax.random.key(1), 2, envs=2)
-        act = regimes.greedy_ippo(nets)
+    config = (
+        dataclasses.replace(ddqn.DdqnConfig(), min_buffer=64) if algo == "acc"
+        else ippo.IppoConfig()
+    )  # fmt: skip
+    act, params, _ = train(algo, env, config, 1, rounds=2, envs=2)
     assert config.template.n_actions == 1155
-    assert bool(jnp.all(jnp.isfinite(curve)))
     rewards, actions, _ = regimes.evaluate(env, config.template, act, params, EVAL_KEYS[:2])
     assert bool(jnp.all(jnp.isfinite(rewards)))
     assert int(actions.max()) < 1155

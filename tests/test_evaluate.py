@@ -5,6 +5,7 @@ and the `ecntune eval` report."""
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -162,7 +163,8 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path):
     ecntune = str(Path(sys.executable).with_name("ecntune"))
     grid = ["--grid", "1a,4a,0.2;2a,2a,1;4a,16a,1"]
     scenario = ["--scenario", "tiny", "--episode-s", "0.3", "--incast", "2", *grid]
-    train = [ecntune, "train", *scenario, "--episodes", "2", "--out", str(tmp_path / "t")]
+    train = [ecntune, "train", *scenario, "--episodes", "3", "--envs", "2",
+             "--out", str(tmp_path / "t")]  # fmt: skip
     run = subprocess.run(
         [*train, "--levels", "4", "--pmax", "0.1,1", "--save-every", "1", "--judge-episodes", "1"],
         capture_output=True, text=True,
@@ -170,7 +172,7 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path):
     assert run.returncode == 0, run.stderr[-2000:]
     assert "beat" in run.stdout  # the judge's verdict: first beat ... / did not beat ...
     curve = list(csv.DictReader((tmp_path / "t" / "learning_curve.csv").open()))
-    assert [int(r["episode"]) for r in curve] == [0, 1]
+    assert [int(r["episode"]) for r in curve] == [1, 3]  # 3 episodes: two rounds of 2
     statics = {
         "static:secn0",
         "static:secn1",
@@ -187,7 +189,9 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path):
     assert "not the protocol's 36" in run.stdout  # and so is the reduced grid
     out = tmp_path / "e"
     rows = list(csv.DictReader((out / "policies.csv").open()))
-    assert {r["policy"] for r in rows} == statics | {"acc:acc"}
+    assert {r["policy"] for r in rows} - statics - {"acc:acc"} <= {
+        r["policy"] for r in rows if re.fullmatch(r"static:[\d.]+a,[\d.]+a,[\d.]+", r["policy"])
+    }  # besides the grid and presets: only the agent frozen to its most frequent setting
     comps = list(csv.DictReader((out / "comparisons.csv").open()))
     mix = [c for c in comps if c["scope"] == "mix"]
     assert {c["metric"] for c in mix} == set(evaluate.COMPARED)
@@ -198,6 +202,13 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path):
     assert "unfinished" in report
     assert (out / "comparison.png").stat().st_size > 0
     assert (out / "settings.png").stat().st_size
+    assert (out / "actions.png").stat().st_size
+    assert "Room for adaptation" in report
+    # the ablation: the agent against its own most frequent setting, run on the same episodes
+    frozen = re.search(r"\| acc:acc \| `(static:[^`]+)` \|", report)
+    assert frozen, report
+    assert frozen[1] in {r["policy"] for r in rows}
+    assert {c["metric"] for c in mix if c["baseline"] == frozen[1]} == set(evaluate.COMPARED)
     # a second run reuses the cached episodes: same numbers, no simulation
     again = subprocess.run([*evaluate_cmd, "--out", str(out)], capture_output=True, text=True)
     assert again.returncode == 0
@@ -224,3 +235,68 @@ def test_a_load_step_raises_the_arrival_rate_halfway():
     start = np.asarray(env.reset(jax.random.key(0))[1].params.start)
     first, second = np.sum(start < 2.0), np.sum((start >= 2.0) & np.isfinite(start))
     assert 3.0 < second / first < 5.0  # 4x the load, the same CDF
+
+
+def test_the_frozen_ablation_takes_the_setting_held_most_often_on_busy_ports():
+    base = outcome(np.ones((2, 3)))
+    alpha = np.array([1500.0, 20_000.0])  # a 20 Mbit/s port (α = one MTU) and a 25 G one
+    busy = np.array([[[10.0, 5.0], [np.nan, 5.0], [3.0, 5.0]]] * 2)  # (E, T, ports)
+    settings = np.zeros((2, 3, 2, 3))
+    settings[..., 0, :] = [1500.0, 6000.0, 0.2]  # 1α, 4α on the slow port: 4 busy intervals
+    settings[..., 1, :] = [40_000.0, 40_000.0, 1.0]  # 2α step on the fast one: 6 intervals
+    settings[:, 1, 0, :] = [99.0, 99.0, 1.0]  # what the idle port held does not count
+    o = base._replace(queue_bytes=busy, settings=settings)
+    assert evaluate.most_frequent_setting([o], [alpha]) == "static:2a,2a,1"
+    slow_only = o._replace(queue_bytes=np.where(np.arange(2) == 0, busy, np.nan))
+    assert evaluate.most_frequent_setting([slow_only], [alpha]) == "static:1a,4a,0.2"
+    StaticPolicy("1a,4a,0.2")  # a name the static policies accept
+    with pytest.raises(ValueError, match="busy"):
+        evaluate.most_frequent_setting([o._replace(queue_bytes=np.full_like(busy, np.nan))],
+                                       [alpha])  # fmt: skip
+
+
+def test_eval_names_checkpoints_apart_where_their_files_share_a_name():
+    from ecntune.agent.cli import _checkpoints
+
+    named = _checkpoints(
+        ["r/s0/acc.msgpack", "r/s1/acc.msgpack", "r/s0/pet.msgpack", "x/acc-a.msgpack"]
+    )
+    assert list(named) == ["acc:s0", "acc:s1", "pet:pet", "acc:acc-a"]
+    assert _checkpoints(["mine=r/s0/pet.msgpack"]) == {"pet:mine": Path("r/s0/pet.msgpack")}
+    with pytest.raises(ValueError, match="NAME=PATH"):
+        _checkpoints(["a=r/s0/acc.msgpack", "a=r/s1/acc.msgpack"])
+
+
+def test_each_held_out_mix_has_a_topology_and_scenarios_its_training_mix_lacks():
+    from ecntune.sim.scenario import MIXES
+
+    families = {name.rsplit("-", 1)[0] for name in MIXES}
+    assert len(families) * 2 == len(MIXES)  # every family: a training mix and a held-out one
+    for family in families:
+        train, held_out = MIXES[f"{family}-train"], MIXES[f"{family}-heldout"]
+        assert not set(train) & set(held_out)
+        assert {sc.topology for sc in held_out} - {sc.topology for sc in train}
+        for sc in (*train, *held_out):
+            r = sc.resolved()
+            if r.interval_s is not None:  # an agent decides at least 20 times per episode
+                assert r.episode_s / r.interval_s >= 20 - 1e-9, sc.label
+
+
+def test_a_report_of_the_statics_alone_names_the_room_for_adaptation(tmp_path: Path):
+    from ecntune.agent import report
+
+    flat = np.ones((3, 10))
+    # scenario A prefers s1 (2.0 vs 2.2), B prefers s2 (1.0 vs 1.2): s2 is the single best
+    runs = [{"s1": outcome(2.0 * flat), "s2": outcome(2.2 * flat)},
+            {"s1": outcome(1.2 * flat), "s2": outcome(1.0 * flat)}]  # fmt: skip
+    per, single, scores = best_statics(runs, ["s1", "s2"])
+    result = evaluate.MixResult([SimScenario("tiny"), SimScenario("tiny", load=0.3)], runs, [],
+                                ["s1", "s2"], per, single, scores, 3, 0)  # fmt: skip
+    room = result.oracle_gap()
+    assert room.rel == pytest.approx(np.sqrt(2.0 / 2.2) - 1)  # A gains 9 %, B nothing
+    assert result.oracle_gap(1).rel == pytest.approx(0.0)
+    text = report.write(result, tmp_path, "statics")
+    assert f"{room.rel:+.2%}" in text
+    assert "no plots" in text
+    assert (tmp_path / "comparisons.csv").read_text().startswith("agent,scope,baseline,metric")
+    assert not list(tmp_path.glob("*.png"))

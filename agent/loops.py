@@ -1,0 +1,222 @@
+"""ACC's and PET's training loops, each one jitted function (PureJaxRL's `make_train` style).
+
+    loop = make_acc_loop(env, DdqnConfig(), envs=8)
+    carry = loop.init(jax.random.key(0))
+    carry, rewards = loop.run(carry, 4)  # 4 rounds: 4 episodes on each of 8 copies, one call
+    params = loop.params(carry)
+
+A round is one episode on each of `envs` copies of the environment side by side (vmap), its
+intervals under `lax.scan`: acting, stepping the simulator and learning never leave the
+device, and many copies amortise one step of the fabric model (sim/README.md: batched
+steps cost a fraction of single ones). `env` is anything with the simulator's API:
+sim/env.py `Env` or sim/regimes.py `RegimeEnv` — reset(key) -> (obs, state),
+step(state, thresholds) -> (obs, state, reward, done, info), n_ports, link_bps(),
+episode_intervals.
+
+**Parameter sharing.** One network is trained by every port of every switch of every copy
+(ACC §4 and PET §4 train one model per switch; ecntune's checkpoints have always deployed
+one network, trained by all switches through ACC's global replay, to every switch). Each
+busy port is one agent sample per interval, as in the papers; idle ports (nothing sent in
+the interval) are left out of the learning, as ACC §4.3 skips their inference.
+
+ACC (§4.3): ε-greedy actions (ddqn.select_actions), busy ports' transitions into one
+replay (the global replay), one double-DQN update (ddqn.update) per interval of each
+copy once the buffer holds `min_buffer` samples, ε decaying per interval of each copy:
+the same learning per episode simulated whatever `envs` is.
+
+PET (§4.2): actions sampled from the actor for a whole round, GAE bootstrapped from the
+last value (the episode end is a time limit), then ippo.update's clipped-surrogate epochs
+on every busy port's samples, in `envs` times the configured minibatches (their size, and
+the gradient steps per episode, as with one copy).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ecntune.agent import ddqn, ippo
+
+
+class Loop(NamedTuple):
+    """A training loop: `init(key) -> carry`, `run(carry, rounds) -> (carry, per-round
+    metrics)` (jitted; `rounds` is static), `params(carry)` the deployable parameters."""
+
+    init: Callable[[jax.Array], Any]
+    run: Callable[[Any, int], tuple[Any, dict[str, jax.Array]]]
+    params: Callable[[Any], Any]
+
+
+def _flat(x: jax.Array) -> jax.Array:
+    """(envs, ports, ...) -> (envs·ports, ...): every port of every copy is one sample."""
+    return x.reshape(-1, *x.shape[2:])
+
+
+def _busy_mean(x: jax.Array, busy: jax.Array) -> jax.Array:
+    return jnp.sum(jnp.where(busy, x, 0.0)) / jnp.maximum(jnp.sum(busy), 1)
+
+
+# -- ACC: double DQN with a replay -----------------------------------------------------------
+
+
+class Ring(NamedTuple):
+    """The replay: a ring of transitions that takes a masked batch (only busy ports' rows)."""
+
+    data: ddqn.Transition  # (capacity, ...) each
+    size: jax.Array
+    at: jax.Array  # the next row to write
+
+    @staticmethod
+    def empty(example: ddqn.Transition, capacity: int) -> Ring:
+        rows = jax.tree.map(lambda x: jnp.zeros((capacity, *jnp.shape(x)), jnp.asarray(x).dtype),
+                            example)  # fmt: skip
+        return Ring(rows, jnp.int32(0), jnp.int32(0))
+
+    def add(self, rows: ddqn.Transition, keep: jax.Array) -> Ring:
+        """Append the rows where `keep`, in order, overwriting the oldest when full."""
+        capacity = self.data.reward.shape[0]
+        rank = jnp.cumsum(keep) - 1
+        where = jnp.where(keep, (self.at + rank) % capacity, capacity)  # capacity: dropped
+        data = jax.tree.map(lambda d, r: d.at[where].set(r, mode="drop"), self.data, rows)
+        n = jnp.sum(keep, dtype=jnp.int32)
+        return Ring(data, jnp.minimum(self.size + n, capacity), (self.at + n) % capacity)
+
+    def sample(self, key: jax.Array, batch: int) -> ddqn.Transition:
+        rows = jax.random.randint(key, (batch,), 0, jnp.maximum(self.size, 1))
+        return jax.tree.map(lambda d: d[rows], self.data)
+
+
+class AccCarry(NamedTuple):
+    learner: ddqn.Learner
+    replay: Ring
+    key: jax.Array
+    step: jax.Array  # intervals so far (ε's schedule)
+
+
+def make_acc_loop(env: Any, config: ddqn.DdqnConfig, envs: int = 8) -> Loop:
+    template, link_bps, intervals = config.template, env.link_bps(), env.episode_intervals
+    graph, _ = ddqn.build_network(config, jax.random.key(0))  # the structure only
+
+    def init(key: jax.Array) -> AccCarry:
+        k_init, key = jax.random.split(key)
+        _, params = ddqn.build_network(config, k_init)
+        obs, _ = env.reset(key)
+        example = ddqn.Transition(obs[0], jnp.int32(0), jnp.float32(0), obs[0], jnp.float32(0))
+        replay = Ring.empty(example, config.buffer_size)
+        return AccCarry(ddqn.init_learner(config, params), replay, key, jnp.int32(0))
+
+    def interval(c: tuple, _: None) -> tuple[tuple, dict[str, jax.Array]]:
+        learner, replay, obs, state, key, step = c
+        key, k_act, k_sample = jax.random.split(key, 3)
+        eps = ddqn.epsilon(config, step)  # `step` counts episode-intervals: envs per interval
+        action = ddqn.select_actions(graph, learner.params, _flat(obs), k_act, eps)
+        action = action.reshape(obs.shape[:2])
+        th = template.thresholds(action, link_bps)
+        next_obs, state, reward, _, info = jax.vmap(env.step)(state, th)
+        busy = info["telemetry"].tx_bytes > 0
+        batch = ddqn.Transition(
+            _flat(obs), _flat(action), _flat(reward), _flat(next_obs),
+            jnp.zeros(busy.size),  # a time limit truncates, it does not terminate
+        )  # fmt: skip
+        replay = replay.add(batch, _flat(busy))
+
+        def learn(lr: ddqn.Learner) -> ddqn.Learner:
+            def one(lr: ddqn.Learner, k: jax.Array) -> tuple[ddqn.Learner, None]:
+                return ddqn.update(config, graph, lr, replay.sample(k, config.batch_size))[0], None
+
+            return jax.lax.scan(one, lr, jax.random.split(k_sample, envs))[0]
+
+        # one update per episode-interval, as one environment per interval would take
+        ready = replay.size >= config.min_buffer
+        learner = jax.lax.cond(ready, learn, lambda lr: lr, learner)
+        metrics = {"reward": _busy_mean(reward, busy), "epsilon": eps}
+        return (learner, replay, next_obs, state, key, step + envs), metrics
+
+    def one_round(carry: AccCarry, _: None) -> tuple[AccCarry, dict[str, jax.Array]]:
+        learner, replay, key, step = carry
+        key, k_reset = jax.random.split(key)
+        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, envs))
+        start = (learner, replay, obs, state, key, step)
+        (learner, replay, _, _, key, step), m = jax.lax.scan(interval, start, None, intervals)
+        return AccCarry(learner, replay, key, step), jax.tree.map(jnp.mean, m)
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def run(carry: AccCarry, rounds: int) -> tuple[AccCarry, dict[str, jax.Array]]:
+        return jax.lax.scan(one_round, carry, None, rounds)
+
+    return Loop(init, run, lambda c: c.learner.params)
+
+
+# -- PET: independent PPO ---------------------------------------------------------------------
+
+
+class PetCarry(NamedTuple):
+    learner: ippo.Learner
+    key: jax.Array
+
+
+def make_pet_loop(env: Any, config: ippo.IppoConfig, envs: int = 8) -> Loop:
+    template, link_bps, intervals = config.template, env.link_bps(), env.episode_intervals
+    nets, _ = ippo.build_networks(config, jax.random.key(0))  # the structure only
+    # a round's batch is `envs` episodes: as many minibatches of the same size per episode
+    # as one episode per update would give (the same gradient steps per episode simulated)
+    per_round = dataclasses.replace(config, minibatches=config.minibatches * envs)
+
+    def init(key: jax.Array) -> PetCarry:
+        k_init, key = jax.random.split(key)
+        _, params = ippo.build_networks(config, k_init)
+        return PetCarry(ippo.init_learner(config, params), key)
+
+    def one_round(carry: PetCarry, _: None) -> tuple[PetCarry, dict[str, jax.Array]]:
+        learner, key = carry
+        key, k_reset, k_act, k_learn = jax.random.split(key, 4)
+        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, envs))
+
+        def interval(c: tuple, k: jax.Array) -> tuple[tuple, tuple]:
+            obs, state = c
+            pi = ippo.policy(nets, learner.params, obs)
+            action = pi.sample(seed=k)
+            v = ippo.value(nets, learner.params, obs)
+            th = template.thresholds(action, link_bps)
+            next_obs, state, reward, _, info = jax.vmap(env.step)(state, th)
+            busy = info["telemetry"].tx_bytes > 0
+            step = (obs, action, pi.log_prob(action), v, reward, busy, pi.entropy())
+            return (next_obs, state), step
+
+        keys = jax.random.split(k_act, intervals)
+        (last_obs, _), (o, a, lp, v, r, busy, ent) = jax.lax.scan(interval, (obs, state), keys)
+        last = ippo.value(nets, learner.params, last_obs)
+        adv, target = ippo.gae(r, v, jnp.zeros_like(r), last, config.gamma, config.gae_lambda)
+        # every busy (interval, copy, port) is one sample; idle ones are replaced by copies
+        # of busy ones so the batch keeps its size (PPO's minibatches are static shapes)
+        flat = ippo.Batch(*(x.reshape(-1, *x.shape[3:]) for x in (o, a, lp, adv, target)))
+        b = busy.reshape(-1)
+        order = jnp.argsort(~b)
+        pick = order[jnp.arange(b.size) % jnp.maximum(jnp.sum(b), 1)]
+        learner, info = ippo.update(per_round, nets, learner,
+                                    jax.tree.map(lambda x: x[pick], flat), k_learn)  # fmt: skip
+        metrics = {"reward": _busy_mean(r, busy), "entropy": _busy_mean(ent, busy), **info}
+        return PetCarry(learner, key), metrics
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def run(carry: PetCarry, rounds: int) -> tuple[PetCarry, dict[str, jax.Array]]:
+        return jax.lax.scan(one_round, carry, None, rounds)
+
+    return Loop(init, run, lambda c: c.learner.params)
+
+
+def greedy_acc(config: ddqn.DdqnConfig) -> Callable[[Any, jax.Array], jax.Array]:
+    """`act(params, obs) -> action ids`: the Q-network's argmax per port (DdqnPolicy.act)."""
+    graph, _ = ddqn.build_network(config, jax.random.key(0))
+    return lambda params, obs: jnp.argmax(ddqn.q_values(graph, params, obs), axis=-1)
+
+
+def greedy_pet(config: ippo.IppoConfig) -> Callable[[Any, jax.Array], jax.Array]:
+    """`act(params, obs) -> action ids`: the actor's most likely action (IppoPolicy.act)."""
+    nets, _ = ippo.build_networks(config, jax.random.key(0))
+    return lambda params, obs: jnp.argmax(ippo.policy(nets, params, obs).logits, axis=-1)
