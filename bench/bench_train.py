@@ -51,7 +51,7 @@ def speed(envs: int, rounds: int = 2) -> None:
             per_hour = {}
             for n in (1, envs):
                 loop = make(env, config, n)
-                carry, _ = loop.run(loop.init(jax.random.key(0)), 1)  # compiles
+                carry, _ = loop.run(loop.init(jax.random.key(0)), rounds)  # compiles
                 jax.block_until_ready(carry)
                 t = time.perf_counter()
                 carry, _ = loop.run(carry, rounds)
