@@ -349,17 +349,22 @@ def best_statics(
 # -- the protocol, end to end ---------------------------------------------------------------
 
 
+def busy_settings_alpha(o: Outcome, alpha: np.ndarray) -> np.ndarray:
+    """(n, 3): kmin and kmax in units of each port's α (`alpha`, (ports,) bytes) and pmax,
+    one row per (episode, interval, port) the port was busy, rounded to 3 decimals."""
+    busy = ~np.isnan(o.queue_bytes)  # (E, T, ports)
+    s = o.settings[busy]  # (n, 3): kmin, kmax (bytes), pmax
+    per_port = np.broadcast_to(alpha, busy.shape)[busy]
+    return np.round(np.stack([s[:, 0] / per_port, s[:, 1] / per_port, s[:, 2]], axis=1), 3)
+
+
 def most_frequent_setting(outcomes: Sequence[Outcome], alpha: Sequence[np.ndarray]) -> str:
     """The setting a policy held most often on busy ports over all its episodes, in units of
     each port's α (`alpha`: per scenario, (ports,) bytes), as a static policy name: what the
     agent is "frozen" to in the ablation that asks whether its changes of setting help."""
     counts: dict[tuple[float, float, float], int] = {}
     for o, a in zip(outcomes, alpha, strict=True):
-        busy = ~np.isnan(o.queue_bytes)  # (E, T, ports)
-        s = o.settings[busy]  # (n, 3): kmin, kmax (bytes), pmax
-        per_port = np.broadcast_to(a, busy.shape)[busy]
-        units = np.stack([s[:, 0] / per_port, s[:, 1] / per_port, s[:, 2]], axis=1)
-        keys, n = np.unique(np.round(units, 3), axis=0, return_counts=True)
+        keys, n = np.unique(busy_settings_alpha(o, a), axis=0, return_counts=True)
         for k, c in zip(map(tuple, keys), n, strict=True):
             counts[k] = counts.get(k, 0) + int(c)
     if not counts:
@@ -460,7 +465,7 @@ def evaluate_mix(
         for policies, identity in groups:
             runs[-1].update(run(sc, policies, identity))
     # the ablation: every agent frozen to the setting it held most often over the mix
-    alpha = [np.asarray(alpha_bytes(_env(sc).link_bps())) for sc in scenarios]
+    alpha = [np.asarray(alpha_bytes(_env(sc).link_bps())) for sc in scenarios] if agents else []
     frozen = {a: most_frequent_setting([r[a] for r in runs], alpha) for a in agents}
     extra = [n for n in dict.fromkeys(frozen.values()) if n not in runs[0]]
     bar.total += len(scenarios) * len(extra) * episodes

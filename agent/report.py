@@ -20,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from ecntune.agent.evaluate import COMPARED, Comparison, MixResult, Outcome, statistic
+from ecntune.agent.evaluate import (
+    COMPARED,
+    Comparison,
+    MixResult,
+    Outcome,
+    busy_settings_alpha,
+    statistic,
+)
 from ecntune.traffic import fct as metrics
 
 LABELS = {
@@ -292,12 +299,9 @@ def _plot_actions(result: MixResult, path: Path) -> None:
                              squeeze=False, sharex=True)  # fmt: skip
     for ax, agent in zip(axes[:, 0], result.agents, strict=False):
         for i, (runs, alpha) in enumerate(zip(result.runs, result.alpha_bytes, strict=True)):
-            o = runs[agent]
-            busy = ~np.isnan(o.queue_bytes)
-            a = np.broadcast_to(alpha, busy.shape)[busy]
+            held = busy_settings_alpha(runs[agent], alpha)
             for col, dx, marker, name in ((0, -0.12, "o", "kmin"), (1, 0.12, "x", "kmax")):
-                vals, counts = np.unique(np.round(o.settings[..., col][busy] / a, 3),
-                                         return_counts=True)  # fmt: skip
+                vals, counts = np.unique(held[:, col], return_counts=True)
                 ax.scatter(np.full(vals.shape, i + dx), vals, s=200 * counts / counts.sum() + 4,
                            marker=marker, color="C0" if col == 0 else "C3",
                            label=name if i == 0 else None)  # fmt: skip

@@ -28,13 +28,12 @@ from ecntune.agent.ddqn import DdqnConfig
 from ecntune.agent.evaluate import Judge
 from ecntune.agent.ippo import IppoConfig
 from ecntune.agent.train import first_beat, train
-from ecntune.sim.scenario import MIXES, SimScenario
+from ecntune.sim.scenario import LONG_RTT, MIXES, SimScenario
 
 SPEED_SCENARIOS = (
     SimScenario("star8", "websearch", 0.6, incast=4, episode_s=2.0),
     SimScenario("testbed24", "websearch", 0.6, incast=16),
-    SimScenario("testbed24", "datamining", 0.8, incast=4, link_delay_s=10e-6, episode_s=0.05,
-                interval_s=1e-3),  # testbed24rtt
+    SimScenario("testbed24", "datamining", 0.8, incast=4, **LONG_RTT),  # testbed24rtt
 )  # fmt: skip
 
 
