@@ -7,8 +7,8 @@ interval_s: 0.1                  # telemetry and decision interval (>= 10x RTT)
 write_path: auto                 # auto | register | packet_out
 buffer_bytes: 96000              # per-port queue capacity: kmax never exceeds it
 min_write_interval_s: 0.0        # rate limit of threshold changes per port
-fallback_after: 20               # intervals below the static baseline before falling back
-baseline_intervals: 20           # intervals under the fallback preset that measure the baseline
+fallback_after: 20               # busy intervals the agent is judged over (controller/safety.py)
+baseline_intervals: 20           # busy intervals under the fallback preset: the baseline
 reward: acc                      # acc | pet (agent/rewards.py)
 telemetry_log: results/telemetry.jsonl
 checkpoint_dir: results/agent-checkpoints   # learning agents saved here; resumed on restart

@@ -24,7 +24,7 @@ from ecntune.agent.features import HISTORY
 from ecntune.agent.policy import LearningPolicy, Policy
 from ecntune.agent.rewards import acc_reward, pet_reward
 from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
-from ecntune.controller.safety import Guard, check_telemetry, clamp
+from ecntune.controller.safety import BUSY_UTILIZATION, Guard, check_telemetry, clamp
 from ecntune.p4src import encoding as enc
 
 log = logging.getLogger("ecntune.controller")
@@ -42,6 +42,7 @@ class PortState:
     written_at: float = -1e9
     mismatches: int = 0
     confirmed: bool = False
+    rewrites: int = 0  # writes never seen in this port's telemetry, so sent again
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class SwitchLoop:
         self.interval_s, self.buffer_bytes = interval_s, buffer_bytes
         self.guard, self.reward_fn = guard, REWARDS[reward]
         self.min_write_interval_s = min_write_interval_s
-        self.unconfirmed_writes = 0
+        self.reported_transitions = 0  # guard transitions already written into rows
 
     # -- telemetry in ----------------------------------------------------------------------
 
@@ -118,7 +119,7 @@ class SwitchLoop:
                 "%s port %d: threshold write not in effect after %d digests; rewriting",
                 self.switch, port, state.mismatches,
             )  # fmt: skip
-            self.unconfirmed_writes += 1
+            state.rewrites += 1
             state.written, state.mismatches = None, 0
 
     # -- one decision for all ports ----------------------------------------------------------
@@ -144,10 +145,18 @@ class SwitchLoop:
             )
             use_agent = False
             th = clamp(self.fallback.act(history), self.buffer_bytes)
+        # who decided this interval's setting, and the mode changes that led there (a bogus
+        # digest may have benched the agent since the last tick): the rows carry both, so
+        # reports can say what ran. Changes the reward below causes show from the next tick.
+        control = {
+            "policy": (self.policy if use_agent else self.fallback).name,
+            "mode": self.guard.mode,
+            "mode_change": self._new_transitions(),
+        }
 
         rewards = np.asarray(self.reward_fn(self._stack(list(latest.values()))))
-        active = [i for i, t in enumerate(latest.values()) if t.tx_pkts > 0]
-        reward = float(np.mean(rewards[active])) if active else None
+        busy = [i for i, t in enumerate(latest.values()) if utilization(t) >= BUSY_UTILIZATION]
+        reward = float(np.mean(rewards[busy])) if busy else None
         self.guard.record(reward)
         if use_agent and isinstance(self.policy, LearningPolicy):
             try:
@@ -162,7 +171,7 @@ class SwitchLoop:
             if regs != s.written and due:
                 writes.append((port, regs))
                 s.written, s.written_at, s.confirmed, s.mismatches = regs, now, False, 0
-            rows.append(self._row(now, port, latest[port], s, float(rewards[i]), use_agent))
+            rows.append(self._row(now, port, latest[port], s, float(rewards[i]), control))
         return Decision(writes, rows, reward)
 
     def current(self) -> list[tuple[int, enc.EcnRegisters]]:
@@ -197,21 +206,38 @@ class SwitchLoop:
             *(np.asarray(col, dtype=np.float64) for col in zip(*records, strict=True))
         )
 
+    def _new_transitions(self) -> str | None:
+        """The guard's mode changes not yet written into rows: "fallback: why; ..." or None."""
+        new = self.guard.transitions[self.reported_transitions :]
+        self.reported_transitions = len(self.guard.transitions)
+        return "; ".join(f"{mode}: {why}" for mode, why in new) or None
+
     def _row(
-        self, now: float, port: int, t: PortTelemetry, s: PortState, reward: float, agent: bool
+        self,
+        now: float,
+        port: int,
+        t: PortTelemetry,
+        s: PortState,
+        reward: float,
+        control: dict[str, Any],
     ) -> dict[str, Any]:
         row = {"t": now, "switch": self.switch, "port": port}
         row.update({k: float(v) for k, v in t._asdict().items()})
         w = s.written
         row.update(
-            policy=self.policy.name if agent else self.fallback.name,
-            mode=self.guard.mode,
+            **control,
+            rewrites=s.rewrites,
             reward=reward,
             set_kmin=w.kmin if w else None,
             set_kmax=w.kmax if w else None,
             set_pmax=w.pmax_bp / enc.PMAX_SCALE if w else None,
         )
         return row
+
+
+def utilization(t: PortTelemetry) -> float:
+    """The share of its link a port used in one interval."""
+    return t.tx_bytes * 8 / t.interval_s / t.link_bps if t.interval_s > 0 and t.link_bps else 0.0
 
 
 def thresholds_of(regs: enc.EcnRegisters) -> EcnThresholds:

@@ -6,15 +6,27 @@
 - `clamp`: 0 <= kmin <= kmax <= buffer and pmax in [0, 1]; NaN or inf raises.
 - `Guard`: the fallback state machine. The agent is benched — thresholds go back to the
   static preset and the log says why — when its output is unusable, when telemetry is
-  bogus, or when its reward stays below the static baseline's for `fallback_after`
-  consecutive intervals. The baseline is the reward measured while the static preset
-  ran (the first `baseline_intervals` intervals run the preset for exactly that).
+  bogus, or when its reward over the last `fallback_after` busy intervals falls clearly
+  below the static baseline's. The baseline is the reward the preset earned over the
+  first `baseline_intervals` *busy* intervals (the preset runs until it has them).
+
+Why busy intervals, and why a margin: a reward depends on the traffic as much as on the
+setting. An idle fabric (no queue, no throughput: before the traffic starts) earns the
+latency term in full, a loaded one never does; a baseline measured while idle benched a
+shipped agent that beat the preset on the same traffic (issue 16: from 15 s of a 20 s
+demo phase, against a baseline of 0.700 that SECN1 itself never reached under load). So
+only intervals where some port carries `BUSY_UTILIZATION` of its link count, and the
+agent must be worse than the baseline by more than the baseline's own interval-to-interval
+spread (`SPREAD_MARGIN` standard deviations, at least `MIN_MARGIN` of its mean), averaged
+over a window: what a broken agent (queues at the buffer, a starved link) does at once,
+and a working one under a little more load does not.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +36,9 @@ from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 log = logging.getLogger("ecntune.controller")
 
 LINE_RATE_SLACK = 1.5  # a port may report up to 1.5x line rate (interval jitter) before it is bogus
+BUSY_UTILIZATION = 0.1  # a port below this share of its link says nothing about the setting
+SPREAD_MARGIN = 2.0  # standard deviations of the baseline's per-interval reward
+MIN_MARGIN = 0.05  # of the baseline's mean reward, when the baseline hardly varied
 
 
 def check_telemetry(t: PortTelemetry, ports: set[int], port: int) -> str | None:
@@ -55,17 +70,18 @@ def clamp(th: EcnThresholds, buffer_bytes: float) -> EcnThresholds:
 
 @dataclass
 class Guard:
-    fallback_after: int
-    baseline_intervals: int
+    fallback_after: int  # busy intervals in the window the agent is judged over
+    baseline_intervals: int  # busy intervals under the preset that measure the baseline
     mode: str = "baseline"  # baseline -> agent -> fallback (sticky)
     reason: str = ""
     intervals: int = 0
-    baseline_sum: float = 0.0
-    baseline_n: int = 0
-    below: int = 0
-    history: list[tuple[str, str]] = field(default_factory=list)
+    baseline_rewards: list[float] = field(default_factory=list)
+    recent: deque[float] = field(init=False)
+    # every change of mode, in order: (mode entered, why), what telemetry rows and reports show
+    transitions: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.recent = deque(maxlen=self.fallback_after)
         if self.baseline_intervals == 0 and self.mode == "baseline":
             self.mode = "agent"
 
@@ -75,30 +91,39 @@ class Guard:
 
     @property
     def baseline(self) -> float:
-        return self.baseline_sum / self.baseline_n if self.baseline_n else math.nan
+        return float(np.mean(self.baseline_rewards)) if self.baseline_rewards else math.nan
+
+    @property
+    def margin(self) -> float:
+        """How far below the baseline the agent's windowed mean may go before it is benched."""
+        spread = float(np.std(self.baseline_rewards)) if self.baseline_rewards else 0.0
+        return max(SPREAD_MARGIN * spread, MIN_MARGIN * abs(self.baseline))
 
     def fall_back(self, reason: str) -> None:
         if self.mode != "fallback":
             log.warning("falling back to the static preset: %s", reason)
-            self.history.append(("fallback", reason))
+            self.transitions.append(("fallback", reason))
         self.mode, self.reason = "fallback", reason
 
     def record(self, reward: float | None) -> None:
-        """One interval's mean reward over active ports (None when every port was idle)."""
+        """One interval's mean reward over busy ports (None when no port was busy)."""
         self.intervals += 1
+        if reward is None:
+            return
         if self.mode == "baseline":
-            if reward is not None:
-                self.baseline_sum += reward
-                self.baseline_n += 1
-            if self.intervals >= self.baseline_intervals:
+            self.baseline_rewards.append(reward)
+            if len(self.baseline_rewards) >= self.baseline_intervals:
                 self.mode = "agent"
-                self.history.append(("agent", f"baseline reward {self.baseline:.3f}"))
+                self.transitions.append(
+                    ("agent", f"baseline reward {self.baseline:.3f} ± {self.margin:.3f}")
+                )
             return
-        if self.mode != "agent" or reward is None or not self.baseline_n:
+        if self.mode != "agent" or not self.baseline_rewards:
             return
-        self.below = self.below + 1 if reward < self.baseline else 0
-        if self.below >= self.fallback_after:
+        self.recent.append(reward)
+        mean = float(np.mean(self.recent))
+        if len(self.recent) == self.fallback_after and mean < self.baseline - self.margin:
             self.fall_back(
-                f"reward below the static baseline ({self.baseline:.3f}) "
-                f"for {self.below} consecutive intervals"
+                f"mean reward {mean:.3f} over the last {self.fallback_after} busy intervals, "
+                f"below the static baseline ({self.baseline:.3f}) by more than {self.margin:.3f}"
             )

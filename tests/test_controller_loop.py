@@ -83,8 +83,12 @@ def test_bogus_telemetry_benches_the_agent_not_the_controller(bad, reason):
     loop.on_digest(digest(**{"port": 1, **bad}))
     assert loop.guard.mode == "fallback"
     assert reason in loop.guard.reason
-    writes = loop.tick(0.0).writes
-    assert writes[0][1] == enc.encode_thresholds(5000, 96_000, 0.01)  # SECN1, clamped to buffer
+    d = loop.tick(0.0)
+    assert d.writes[0][1] == enc.encode_thresholds(5000, 96_000, 0.01)  # SECN1, clamped to buffer
+    # the rows of the interval after say so, with the reason; later rows only the mode
+    assert {r["mode"] for r in d.rows} == {"fallback"}
+    assert all(reason in r["mode_change"] for r in d.rows)
+    assert {r["mode_change"] for r in loop.tick(INTERVAL).rows} == {None}
 
 
 @pytest.mark.parametrize(
@@ -101,15 +105,66 @@ def test_an_agent_that_raises_or_diverges_falls_back_loudly(out, caplog):
 def test_reward_below_the_static_baseline_for_n_intervals_falls_back():
     # Baseline phase: SECN1 with short queues. Then an agent that lets the queue grow.
     loop = make_loop(Scripted(agent_out(kmin=90_000, kmax=96_000)), baseline_intervals=3)
+    rows = []
     for i in range(3):
         loop.on_digest(digest(1, qdepth_sum_bytes=0))
-        loop.tick(i * INTERVAL)
+        rows += loop.tick(i * INTERVAL).rows
     assert loop.guard.mode == "agent"
-    for i in range(3):
+    for i in range(4):
         loop.on_digest(digest(1, qdepth_sum_bytes=70 * 90_000))
-        loop.tick((3 + i) * INTERVAL)
+        rows += loop.tick((3 + i) * INTERVAL).rows
     assert loop.guard.mode == "fallback"
     assert "below the static baseline" in loop.guard.reason
+    # every row says who chose its interval's setting; a change shows on the first interval
+    # decided in the new mode, with its reason (the guard judges an interval's reward after
+    # that interval decided, so the third agent interval is the last one the agent chose)
+    port1 = [r for r in rows if r["port"] == 1]
+    assert [r["mode"] for r in port1] == ["baseline"] * 3 + ["agent"] * 3 + ["fallback"]
+    assert [r["policy"] for r in port1] == ["static:secn1"] * 3 + ["scripted"] * 3 + [
+        "static:secn1"
+    ]
+    changes = {i: r["mode_change"] for i, r in enumerate(port1) if r["mode_change"]}
+    assert list(changes) == [3, 6]
+    assert changes[3].startswith("agent: baseline reward")
+    assert changes[6].startswith("fallback: mean reward 0.400 over the last 3 busy intervals")
+
+
+def test_the_baseline_counts_only_busy_intervals():
+    # before the traffic starts a port sends only chatter: an idle fabric's reward (no queue)
+    # is no baseline for a loaded one, so the preset runs on until it has busy intervals
+    loop = make_loop(Scripted(agent_out()), baseline_intervals=3)
+    for i in range(10):
+        loop.on_digest(digest(1, tx_bytes=300, tx_pkts=3, qdepth_sum_bytes=0, qdepth_samples=3))
+        loop.tick(i * INTERVAL)
+    assert loop.guard.mode == "baseline"
+    assert loop.guard.baseline_rewards == []
+    for i in range(3):
+        loop.on_digest(digest(1))  # 100 KB in 0.1 s: 40 % of the link
+        loop.tick((10 + i) * INTERVAL)
+    assert loop.guard.mode == "agent"
+    assert len(loop.guard.baseline_rewards) == 3
+
+
+def test_an_agent_within_the_baselines_own_spread_keeps_running():
+    """The preset's reward varies with the traffic; the agent is judged against that spread."""
+    rng = np.random.default_rng(0)
+    baseline = 0.65 + 0.03 * rng.standard_normal(20)  # SECN1's rewards under the demo's load
+    guard = Guard(fallback_after=20, baseline_intervals=20)
+    for r in baseline:
+        guard.record(float(r))
+    assert guard.mode == "agent"
+    assert guard.margin == pytest.approx(2 * np.std(baseline))
+    spread = float(np.std(baseline))
+    for r in guard.baseline - spread + 0.03 * rng.standard_normal(200):  # a bit worse
+        guard.record(float(r))
+    assert guard.mode == "agent"
+    for _ in range(5):
+        guard.record(guard.baseline - 3 * spread)  # clearly worse, but a few intervals only
+    assert guard.mode == "agent"
+    for _ in range(15):
+        guard.record(guard.baseline - 3 * spread)
+    assert guard.mode == "fallback"
+    assert "below the static baseline" in guard.reason
 
 
 def test_a_write_that_never_shows_in_telemetry_is_rewritten(caplog):
@@ -117,8 +172,10 @@ def test_a_write_that_never_shows_in_telemetry_is_rewritten(caplog):
     port, regs = loop.tick(0.0).writes[0]
     for _ in range(4):
         loop.on_digest(digest(port))  # still the old (zero) setting
-    assert loop.tick(0.1).writes[0] == (port, regs)
+    d = loop.tick(0.1)
+    assert d.writes[0] == (port, regs)
     assert "not in effect" in caplog.text
+    assert [r["rewrites"] for r in d.rows] == [1, 0]  # rows count them per port, for reports
     loop.on_digest(digest(port, regs))
     assert loop.ports[port].confirmed
 

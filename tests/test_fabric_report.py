@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from ecntune.agent.static import StaticPolicy
 from ecntune.agent.telemetry import PortTelemetry
+from ecntune.controller.loop import SwitchLoop
+from ecntune.controller.safety import Guard
 from ecntune.fabric.report import (
     Phase,
     check_marking,
@@ -18,6 +21,7 @@ from ecntune.fabric.report import (
     telemetry_row,
     write_report,
 )
+from ecntune.p4src import encoding as enc
 from ecntune.topology import preset
 from ecntune.traffic.records import FlowRecord, JsonlWriter, PacketRecord, SentRecord
 
@@ -121,3 +125,65 @@ def test_phases_load_from_disk_and_reject_foreign_telemetry(tmp_path: Path):
         f.write(json.dumps({"t": 1.0, "switch": "s1"}) + "\n")
     with pytest.raises(ValueError, match="missing"):
         load_phase("static", run)
+
+
+def test_a_phase_whose_agent_fell_back_is_labelled_with_when_and_why(tmp_path: Path):
+    """Rows from a real control loop (a script that diverges halfway) through the report."""
+
+    class Diverges:
+        name = "acc:test"
+        calls = 0
+
+        def act(self, history: PortTelemetry) -> object:
+            self.calls += 1
+            if self.calls > 5:
+                raise FloatingPointError("Q-values are NaN")
+            return StaticPolicy("secn0").act(history)
+
+    loop = SwitchLoop(
+        "s1", {1: RATE, 4: RATE}, Diverges(), StaticPolicy("secn1"), interval_s=0.1,
+        buffer_bytes=96_000, guard=Guard(fallback_after=20, baseline_intervals=2),
+    )  # fmt: skip
+    busy = dict.fromkeys(enc.DIGEST_FIELDS, 0) | {
+        "port": 4, "interval_us": 100_000, "tx_bytes": 60_000, "tx_pkts": 40,  # 48 % of 10 Mb/s
+        "qdepth_sum_bytes": 40 * 3000, "qdepth_samples": 40,
+    }  # fmt: skip
+    rows = []
+    for i in range(12):
+        loop.on_digest(busy)
+        rows += loop.tick(T0 + 0.1 * (i + 1)).rows
+    phase = Phase("acc-test", tmp_path, meta(), [], [], telemetry=rows)
+    control = summarize_phase(phase).control
+    assert control is not None
+    assert control.intervals == 12  # decisions, not rows (two ports per decision)
+    # 2 baseline intervals, 5 agent decisions, then the agent raised: 5 of 12 fell back
+    assert control.shares == pytest.approx(
+        {"baseline": 2 / 12, "agent": 5 / 12, "fallback": 5 / 12}
+    )
+    assert control.policies == pytest.approx({"static:secn1": 7 / 12, "acc:test": 5 / 12})
+    assert control.fell_back
+    fall = [c for c in control.changes if "fallback" in c["change"]]
+    assert len(fall) == 1
+    assert fall[0]["t_s"] == pytest.approx(0.8)
+    assert "Q-values are NaN" in fall[0]["change"]
+
+    static = Phase("static", tmp_path, meta(), [], [], telemetry=[
+        r | {"mode": "agent", "policy": "static:secn1", "mode_change": None} for r in rows
+    ])  # fmt: skip
+    static.telemetry[-1]["rewrites"] = 2  # cumulative per port: the last row counts
+    flow = FlowRecord("a", "10.0.0.1", "10.0.0.4", 10_000, T0, T0 + 0.5, 0.5, "cubic", "workload")
+    sent = [SentRecord("a", flow.src, flow.dst, flow.size, T0, "workload", "cubic", True)]
+    for p in (phase, static):
+        p.flows, p.sent = [flow], sent
+    table = write_report([static, phase], tmp_path / "out")
+    # the printed table labels the phase in every section and says when and why
+    assert table.count("acc-test [fell back]") >= 3
+    assert "static [fell back]" not in table
+    assert "static:secn1 100%; 2 threshold writes not seen in telemetry, resent" in table
+    assert "FELL BACK at 0.8 s on s1: acc:test failed: FloatingPointError: Q-values" in table
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert report.index("did not run its agent throughout") < report.index("```")
+    assert "for 42% of its intervals" in report
+    csv_rows = (tmp_path / "out" / "comparison.csv").read_text().splitlines()
+    assert csv_rows[0].startswith("phase,fell_back,")
+    assert {line.split(",")[1] for line in csv_rows[1:]} == {"False", "True"}

@@ -3,16 +3,22 @@
 A phase is a directory written by `run_scenario` (flow records, sent records, probes,
 scenario.json), plus, when a controller ran, `telemetry.jsonl`: one row per port and
 interval, `{"t": <wall clock at the interval's end>, "switch": <name>, "port": <int>}` and
-every field of agent.telemetry.PortTelemetry. `write_report` turns phases into
+every field of agent.telemetry.PortTelemetry (the controller adds its guard's `mode`, the
+`policy` in control and, on the interval a mode changed, `mode_change`: why). `write_report`
+turns phases into
 
     comparison.csv   phase × size bucket: flows, FCT and slowdown statistics
     summary.json     per phase: completion counts, goodput, queue and marking statistics
     fct_cdf.png      FCT slowdown CDF per size bucket, one line per phase
     queues.png       queue depth and ECN thresholds over time per port, one row per phase
-    report.md        the table and the facts a reader needs (hosts' cc, ECN, target)
+    report.md        the table and the facts a reader needs (hosts' cc, ECN, target, and
+                     who was in control: the share of intervals the agent, its baseline
+                     preset and its fallback ran, and when and why the controller fell back)
 
-and prints the table. Where no telemetry exists, the receiver port's queue is estimated
-from the probes' one-way delays (delay above the minimum × the port's rate).
+and prints the table. A phase whose agent was benched is labelled so wherever its numbers
+appear: its FCTs are part agent, part static preset, and must not be read as the agent's.
+Where no telemetry exists, the receiver port's queue is estimated from the probes' one-way
+delays (delay above the minimum × the port's rate).
 """
 
 from __future__ import annotations
@@ -163,6 +169,72 @@ def check_marking(
 
 
 @dataclass(frozen=True)
+class ControlSummary:
+    """Who set the thresholds during a phase, from the controller's telemetry rows.
+
+    Shares count decision intervals (one per switch and tick, not per port). Modes are the
+    guard's (controller/safety.py): "baseline" (the static preset measured before the agent
+    starts), "agent" (the configured policy; a static one is always here) and "fallback"."""
+
+    intervals: int
+    shares: dict[str, float]  # mode -> share of intervals
+    policies: dict[str, float]  # policy in control -> share of intervals
+    changes: list[dict[str, Any]]  # {"t_s", "switch", "change"} in order
+    rewrites: int = 0  # threshold writes the telemetry never showed (the controller resent them)
+
+    @property
+    def fell_back(self) -> bool:
+        return self.shares.get("fallback", 0.0) > 0
+
+    def fallbacks(self) -> list[str]:
+        """Each fall back as 'at 15.2 s on s1: why'."""
+        out = []
+        for c in self.changes:
+            for change in c["change"].split("; "):
+                if change.startswith("fallback: "):
+                    why = change.removeprefix("fallback: ").removeprefix(f"{c['switch']}: ")
+                    out.append(f"at {c['t_s']:.1f} s on {c['switch']}: {why}")
+        return out
+
+    def describe(self) -> str:
+        """'in control: acc:default 54%, static:secn1 46%; FELL BACK at 15.2 s on s1: why'."""
+        parts = ", ".join(f"{p} {share:.0%}" for p, share in self.policies.items())
+        notes = [f"in control: {parts}"]
+        if self.shares.get("baseline"):
+            notes[0] += f" (the preset's baseline: {self.shares['baseline']:.0%})"
+        notes += [f"FELL BACK {fall}" for fall in self.fallbacks()[:1]]
+        if self.rewrites:
+            notes.append(f"{self.rewrites} threshold writes not seen in telemetry, resent")
+        return "; ".join(notes)
+
+
+def summarize_control(phase: Phase) -> ControlSummary | None:
+    """None for phases without controller rows (no controller, or a log without modes)."""
+    rows = [r for r in phase.telemetry if "mode" in r]
+    if not rows:
+        return None
+    ticks: dict[tuple[str, float], dict[str, Any]] = {}
+    for r in rows:
+        ticks.setdefault((r["switch"], r["t"]), r)
+    n = len(ticks)
+    shares: dict[str, float] = {}
+    policies: dict[str, float] = {}
+    for r in ticks.values():
+        shares[r["mode"]] = shares.get(r["mode"], 0.0) + 1 / n
+        policies[r["policy"]] = policies.get(r["policy"], 0.0) + 1 / n
+    t0 = phase.meta["t0"]
+    changes = [
+        {"t_s": t - t0, "switch": sw, "change": r["mode_change"]}
+        for (sw, t), r in sorted(ticks.items(), key=lambda kv: kv[0][1])
+        if r.get("mode_change")
+    ]
+    last: dict[tuple[str, int], int] = {}  # cumulative per port: the last row holds the count
+    for r in rows:
+        last[(r["switch"], r["port"])] = r.get("rewrites", 0)
+    return ControlSummary(n, shares, policies, changes, sum(last.values()))
+
+
+@dataclass(frozen=True)
 class PhaseSummary:
     phase: str
     buckets: list[BucketSummary]
@@ -177,6 +249,12 @@ class PhaseSummary:
     cc: str
     ecn: bool
     switch: str
+    control: ControlSummary | None = None
+
+    @property
+    def label(self) -> str:
+        """The phase's name in tables, marked where its agent was benched."""
+        return self.phase + (" [fell back]" if self.control and self.control.fell_back else "")
 
 
 def summarize_phase(phase: Phase) -> PhaseSummary:
@@ -209,6 +287,7 @@ def summarize_phase(phase: Phase) -> PhaseSummary:
         cc=phase.meta["cc"],
         ecn=phase.meta["ecn"],
         switch=phase.meta["switch"],
+        control=summarize_control(phase),
     )
 
 
@@ -220,18 +299,23 @@ def _mean_p99(x: np.ndarray) -> tuple[float, float]:
 
 
 def comparison_rows(summaries: list[PhaseSummary]) -> list[dict[str, Any]]:
-    return [{"phase": s.phase, **asdict(b)} for s in summaries for b in s.buckets]
+    return [
+        {"phase": s.phase, "fell_back": bool(s.control and s.control.fell_back), **asdict(b)}
+        for s in summaries
+        for b in s.buckets
+    ]
 
 
 def format_table(summaries: list[PhaseSummary]) -> str:
-    """The comparison as fixed-width text: slowdown per bucket, then throughput and queue."""
-    w = max(len("phase"), *(len(s.phase) for s in summaries)) + 2
+    """The comparison as fixed-width text: slowdown per bucket, throughput and queue, and who
+    was in control (a phase whose agent fell back is labelled in every section)."""
+    w = max(len("phase"), *(len(s.label) for s in summaries)) + 2
     head = f"{'phase':<{w}}{'bucket':<10}{'flows':>6}{'mean':>8}{'p50':>8}{'p95':>8}{'p99':>8}"
     lines = ["FCT slowdown", head, "-" * len(head)]
     for s in summaries:
         for b in s.buckets:
             lines.append(
-                f"{s.phase:<{w}}{b.bucket:<10}{b.flows:>6}{_f(b.slowdown_mean):>8}"
+                f"{s.label:<{w}}{b.bucket:<10}{b.flows:>6}{_f(b.slowdown_mean):>8}"
                 f"{_f(b.slowdown_p50):>8}{_f(b.slowdown_p95):>8}{_f(b.slowdown_p99):>8}"
             )
     head = f"{'phase':<{w}}{'flows done':>12}{'goodput':>12}{'queue mean':>12}{'queue p99':>11}"
@@ -239,10 +323,14 @@ def format_table(summaries: list[PhaseSummary]) -> str:
     lines += ["", "Throughput and queue", head, "-" * len(head)]
     for s in summaries:
         lines.append(
-            f"{s.phase:<{w}}{f'{s.flows_recorded}/{s.flows_sent}':>12}"
+            f"{s.label:<{w}}{f'{s.flows_recorded}/{s.flows_sent}':>12}"
             f"{f'{s.goodput_bps / 1e6:.2f} Mb/s':>12}{_kb(s.queue_mean_bytes):>12}"
             f"{_kb(s.queue_p99_bytes):>11}{_pct(s.marked_fraction):>8}"
         )
+    controlled = [s for s in summaries if s.control]
+    if controlled:
+        lines += ["", "Control (share of decision intervals)"]
+        lines += [f"{s.label:<{w}}{s.control.describe()}" for s in controlled if s.control]
     return "\n".join(lines)
 
 
@@ -311,6 +399,19 @@ def plot_queues(phases: list[Phase], path: Path) -> None:
     plt.close(fig)
 
 
+def _fallback_warnings(summaries: list[PhaseSummary]) -> str:
+    """What a reader must see first: phases whose numbers are not the agent's alone."""
+    lines = []
+    for s in summaries:
+        if s.control and s.control.fell_back:
+            lines.append(
+                f"> **{s.phase} did not run its agent throughout**: the controller fell back "
+                f"to the static preset for {s.control.shares['fallback']:.0%} of its intervals "
+                f"({'; '.join(s.control.fallbacks())}). Its numbers mix agent and preset.\n"
+            )
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def write_report(phases: list[Phase], outdir: Path, title: str = "ecntune run") -> str:
     """Write every output named in the module docstring; return the table."""
     outdir.mkdir(parents=True, exist_ok=True)
@@ -327,13 +428,17 @@ def write_report(phases: list[Phase], outdir: Path, title: str = "ecntune run") 
     plot_queues(phases, outdir / "queues.png")
     table = format_table(summaries)
     facts = [
-        f"- {s.phase}: switch `{s.switch}`, hosts' TCP `{s.cc}` with ECN "
+        f"- {s.label}: switch `{s.switch}`, hosts' TCP `{s.cc}` with ECN "
         f"{'on' if s.ecn else 'off'}; {s.flows_completed}/{s.flows_sent} flows completed, "
         f"{s.flows_recorded} FCT records; queue from {s.queue_source}"
+        + (f"; {s.control.describe()}" if s.control else "")
         for s in summaries
     ]
     (outdir / "report.md").write_text(
-        f"# {title}\n\n" + "\n".join(facts) + f"\n\n```\n{table}\n```\n\n"
+        f"# {title}\n\n"
+        + _fallback_warnings(summaries)
+        + "\n".join(facts)
+        + f"\n\n```\n{table}\n```\n\n"
         "![FCT slowdown CDFs](fct_cdf.png)\n\n![queues and thresholds](queues.png)\n"
     )
     return table
