@@ -122,7 +122,8 @@ SETTING = EcnThresholds(kmin_bytes=10 * MTU, kmax_bytes=20 * MTU, pmax=0.2)
 
 
 def congest_with_static_setting(switch: str, ecn: bool, outdir: Path) -> Phase:
-    with start(switch, ecn=ecn) as fab, controlled(fab, fixed(SETTING), outdir / "ctl.jsonl"):
+    # the controller's log goes where the phase reads telemetry: the switch's own queue
+    with start(switch, ecn=ecn) as fab, controlled(fab, fixed(SETTING), outdir / "telemetry.jsonl"):
         return congest(fab, outdir)
 
 
@@ -138,11 +139,18 @@ def test_marks_only_above_kmin_and_the_queue_stays_near_the_thresholds(switch, t
     # many with none. Allowed in 1% of the probes and a tenth of the marks; a program that
     # ignored kmin would mark the many probes that see short queues.
     assert check.marked_below_kmin <= min(0.01 * check.probes, 0.1 * check.marked)
-    # A probe delayed outside the switch (sender qdisc, a busy CPU) looks like a deep queue
-    # it never joined: such outliers are allowed in 1% of the probes.
-    assert check.unmarked_above_kmax <= 0.01 * check.probes
-    # DCTCP/cubic+ECN backs off on marks: the queue hovers around the thresholds
-    assert check.queue_max_bytes < 0.6 * QUEUE_PKTS * MTU
+    # A probe delayed outside the switch (sender qdisc, a descheduled switch process on a
+    # busy CPU) looks like a deep queue it never joined. The switch's own telemetry tells
+    # most apart: only probes whose delay says "above kmax" while the port itself held kmax
+    # around then count. Those delays hit probes alike whatever the queue, so the rate
+    # measured where the switch held less than kmax says how many of the others to expect;
+    # on top, 1% for the estimate's error. (A fixed 1% failed under stress-ng: 10 of 764
+    # probes, issue 16; a program that never marked above kmax fails by hundreds.)
+    expected = check.outside_delay_rate * check.probes_switch_at_kmax + 0.01 * check.probes
+    assert check.unmarked_above_kmax <= expected, check
+    # DCTCP/cubic+ECN backs off on marks: the queue, as the switch measured it, hovers
+    # around the thresholds, far below the buffer
+    assert check.switch_queue_max_bytes < 0.6 * QUEUE_PKTS * MTU, check
 
 
 @pytest.mark.slow

@@ -76,6 +76,27 @@ def test_marking_check_counts_marks_against_the_red_rule():
         check_marking(Phase("p", Path("."), meta(), [], []), kmin, kmax)
 
 
+def test_a_probe_delayed_outside_the_switch_is_told_apart_by_the_switchs_telemetry():
+    kmin, kmax = 15_000, 30_000
+    # two probes each say "40 packets ahead of me, and no mark": at t=1 s the port itself
+    # never held more than 2 KB (its telemetry), at t=5 s it held 80 KB
+    probes = [probe(0, 0, 2), probe(1, 40, 2), probe(5, 40, 2)]
+    rows = [telemetry(i + 0.5, 4, 1000.0 if i < 3 else 40_000.0, 0, kmin, kmax) for i in range(8)]
+    rows += [telemetry(i + 0.5, 1, 90_000.0, 0, kmin, kmax) for i in range(8)]  # another port
+    phase = Phase("p", Path("."), meta(), [], [], probes=probes, telemetry=rows)
+    check = check_marking(phase, kmin, kmax)
+    assert check.unmarked_above_kmax == 1  # the probe at 5 s: the switch really held it
+    assert check.delayed_outside_switch == 1  # the probe at 1 s
+    assert check.switch_queue_max_bytes == 80_000  # the receiver's port only
+    # the probes at 0 s and 1 s came while the port held 2 KB: one of the two was delayed
+    assert check.probes_switch_at_kmax == 1
+    assert check.outside_delay_rate == pytest.approx(1 / 2)
+    # without telemetry both count
+    bare = check_marking(Phase("p", Path("."), meta(), [], [], probes=probes), kmin, kmax)
+    assert (bare.unmarked_above_kmax, bare.delayed_outside_switch) == (2, 0)
+    assert math.isnan(bare.switch_queue_max_bytes)
+
+
 def test_summary_prefers_telemetry_and_reads_marks_and_queues_from_it():
     rows = [telemetry(0.1 * i, 4, 20_000.0, 10, 15_000, 30_000) for i in range(10)]
     rows += [telemetry(0.1 * i, 1, 0.0, 0, 15_000, 30_000) for i in range(10)]

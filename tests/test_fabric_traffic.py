@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ecntune.fabric.net import Fabric, FabricOptions
-from ecntune.fabric.report import load_phase, summarize_phase, write_report
+from ecntune.fabric.report import load_phase, probe_queue, summarize_phase, write_report
 from ecntune.fabric.scenario import Scenario, run_phases
 from ecntune.topology import preset
 from ecntune.traffic.records import FlowRecord, SentRecord, read_records
@@ -111,9 +112,20 @@ def test_probes_see_the_queue(bridge_run: Path):
     assert all(p.ecn == 2 for p in phase.probes)  # ECT(0) and a bridge never marks
     summary = summarize_phase(phase)
     assert summary.queue_source == "probes"
-    # 2 incast senders at line rate into one port queue up to ~one burst: tens of KB
-    assert summary.queue_p99_bytes > 10e3
     assert summary.marked_fraction == 0.0
+    # 2 incast senders at line rate into one port build a queue while their burst lasts:
+    # the probes sent then see it, against the probes of the same run at other times (a
+    # fixed floor failed under stress-ng, where the senders' bursts are less tight: issue 16)
+    probe = probe_queue(phase)
+    t0 = phase.meta["t0"]
+    during = np.zeros(probe["t"].size, bool)
+    for f in phase.flows:
+        if f.kind == "incast":
+            during |= (probe["t"] >= f.start - t0) & (probe["t"] <= f.start - t0 + f.fct)
+    assert during.sum() >= 3, "too few probes during the bursts to judge"
+    queued, quiet = probe["queue"][during].mean(), probe["queue"][~during].mean()
+    assert queued > 2 * 1500, (queued, quiet)  # more than a packet's worth of estimate error
+    assert queued > 2 * quiet, (queued, quiet)
 
 
 def test_report_compares_phases(bridge_run: Path, tmp_path: Path):

@@ -147,25 +147,66 @@ class MarkingCheck:
     marked: int
     marked_below_kmin: int  # CE although the queue was clearly below kmin: must be 0
     unmarked_above_kmax: int  # not CE although the queue was clearly above kmax: must be 0
-    queue_max_bytes: float
+    queue_max_bytes: float  # the probes' estimate
+    # probes whose delay said "above kmax" while the switch's own telemetry never held kmax
+    # around then: delayed outside the queue (a descheduled switch process, the sender's
+    # qdisc), not counted as unmarked above kmax. 0 without telemetry.
+    delayed_outside_switch: int = 0
+    # probes sent while the switch's telemetry showed the port at kmax or above (the rest
+    # could only have been delayed outside): what the outside delays' rate applies to
+    probes_switch_at_kmax: int = 0
+    switch_queue_max_bytes: float = math.nan  # the receiver port's telemetry, when logged
+
+    @property
+    def outside_delay_rate(self) -> float:
+        """The share of probes delayed outside the switch, measured where the switch held
+        less than kmax; 0 without telemetry."""
+        below = self.probes - self.probes_switch_at_kmax
+        return self.delayed_outside_switch / below if below and self.delayed_outside_switch else 0.0
 
 
 def check_marking(
     phase: Phase, kmin_bytes: float, kmax_bytes: float, slack_bytes: float = 3000
 ) -> MarkingCheck:
     """Compare probe marks with RED's rule; `slack_bytes` absorbs the estimate's error
-    (about one packet of delay either way, and enqueue- vs dequeue-time depth)."""
+    (about one packet of delay either way, and enqueue- vs dequeue-time depth). Where the
+    controller logged the receiver port's telemetry, a probe only counts as having seen a
+    queue above kmax if the switch itself held that much around then."""
     probe = probe_queue(phase)
     if not probe:
         raise ValueError(f"{phase.name} has no probes to check marking with")
     q, ce = probe["queue"], probe["ce"]
+    above = ~ce & (q > kmax_bytes + slack_bytes)
+    held = receiver_queue_max(phase, probe["t"])
+    outside = above & (held < kmax_bytes) if held is not None else np.zeros_like(above)
     return MarkingCheck(
         probes=int(q.size),
         marked=int(ce.sum()),
         marked_below_kmin=int((ce & (q < kmin_bytes - slack_bytes)).sum()),
-        unmarked_above_kmax=int((~ce & (q > kmax_bytes + slack_bytes)).sum()),
+        unmarked_above_kmax=int((above & ~outside).sum()),
         queue_max_bytes=float(q.max()),
+        delayed_outside_switch=int(outside.sum()),
+        probes_switch_at_kmax=int((held >= kmax_bytes).sum()) if held is not None else 0,
+        switch_queue_max_bytes=float(held.max()) if held is not None else math.nan,
     )
+
+
+def receiver_queue_max(phase: Phase, t: np.ndarray) -> np.ndarray | None:
+    """The receiver port's own largest queue (telemetry `qdepth_max_bytes`) in the interval
+    around each time t (s from t0), or None without telemetry. The interval before and after
+    count too: a digest's interval and the controller's tick that logged it are not aligned."""
+    rx = phase.topology.hosts[phase.meta["roles"]["receiver"]]
+    rows = sorted(
+        (r["t"] - phase.meta["t0"], r["qdepth_max_bytes"])
+        for r in phase.telemetry
+        if r["switch"] == rx.switch and r["port"] == rx.switch_port
+    )
+    if not rows:
+        return None
+    end, most = (np.array(col) for col in zip(*rows, strict=True))
+    i = np.searchsorted(end, t)  # the first interval ending at or after t
+    near = [most[np.clip(i + k, 0, end.size - 1)] for k in (-1, 0, 1)]
+    return np.maximum.reduce(near)
 
 
 @dataclass(frozen=True)
