@@ -51,3 +51,38 @@ def test_switch_takes_simple_switch_grpc_options_as_the_readme_writes_them():
     bad = subprocess.run([ECNTUNE, "eval", "--no-such-option"], capture_output=True, text=True)
     assert bad.returncode == 2
     assert "unrecognized arguments: --no-such-option" in bad.stderr
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """Every `ecntune ...` command line in the tracked Markdown (fenced or indented blocks):
+    (file, command), continuations joined, comments dropped, a loop's `$s` as 0. Lines built
+    by command substitution are left out."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    out = []
+    for name in tracked:
+        for line in (ROOT / name).read_text().replace("\\\n", " ").splitlines():
+            line = line.split(" #", 1)[0].strip()
+            if line.startswith(("ecntune ", "sudo ecntune ")) and "$(" not in line:
+                out.append((name, line.replace("$s", "0")))
+    return out
+
+
+def test_every_command_the_docs_show_parses_as_written():
+    """README and docs/ commands reach the parser intact: options and choices that exist."""
+    import shlex
+
+    from ecntune.cli import build_parser
+
+    commands = documented_commands()
+    assert len(commands) >= 15, commands
+    assert {"README.md", "docs/results/README.md"} <= {f for f, _ in commands}
+    for where, line in commands:
+        argv = shlex.split(line.removeprefix("sudo "))[1:]
+        parser = build_parser()
+        try:
+            args, rest = parser.parse_known_args(argv)
+        except SystemExit:
+            raise AssertionError(f"{where}: `{line}` does not parse") from None
+        assert not rest or getattr(args, "takes_rest", False), f"{where}: `{line}`: {rest}"
