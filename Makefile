@@ -1,6 +1,8 @@
 # ecntune — every entry point a user or CI needs.
 #
-#   make install   apt packages + .venv + `pip install -e .[dev]` (as root; idempotent)
+#   make install   apt packages + .venv + `pip install -e .[dev]` pinned by constraints.txt
+#                  (as root; idempotent)
+#   make lock      resolve pyproject.toml's ranges afresh into constraints.txt
 #   make test      pytest (tests that need root/BMv2 skip with a reason) and ruff
 #   make lint      ruff check + format check
 #   make bench     every benchmark in bench/, one JSON object per result line (~45 min:
@@ -20,7 +22,7 @@ APT_PACKAGES := python3 python3-venv python3-dev build-essential \
 	mininet iputils-ping iproute2 tcpdump ethtool psmisc procps \
 	libns3-dev pkg-config
 
-.PHONY: install apt venv test lint bench p4 demo clean
+.PHONY: install apt venv lock test lint bench p4 demo clean
 
 install: apt venv
 
@@ -32,12 +34,23 @@ apt:
 venv:
 	test -x $(PY) || $(SYSTEM_PY) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip "setuptools>=75"
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	@# Mininet ships as a Debian package for the system interpreter; expose just that
 	@# package (pure Python) to the venv instead of all of Debian's site-packages.
 	ln -sfn "$$($(SYSTEM_PY) -c 'import mininet, os; print(os.path.dirname(mininet.__file__))')" \
 		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/mininet"
 	$(PY) -c 'import mininet.net, ecntune; print("ecntune", ecntune.__version__, "installed in $(VENV)")'
+
+# A clean venv without constraints: what pyproject.toml's ranges resolve to today. Run
+# `make test` after it before committing the new constraints.txt.
+lock:
+	rm -rf .lock-venv
+	$(SYSTEM_PY) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip "setuptools>=75"
+	.lock-venv/bin/pip install --quiet -e '.[dev]'
+	{ grep '^#' constraints.txt; .lock-venv/bin/pip freeze --exclude-editable; } > constraints.new
+	mv constraints.new constraints.txt
+	rm -rf .lock-venv
 
 test:
 	$(PY) -m pytest

@@ -86,3 +86,24 @@ def test_every_command_the_docs_show_parses_as_written():
         except SystemExit:
             raise AssertionError(f"{where}: `{line}` does not parse") from None
         assert not rest or getattr(args, "takes_rest", False), f"{where}: `{line}`: {rest}"
+
+
+def test_the_installed_packages_are_the_locked_versions():
+    """`make install` pins every dependency by constraints.txt: what CI tested is what runs."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    pins = [
+        line.split("==")
+        for line in (ROOT / "constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert len(pins) > 30
+    assert all(len(p) == 2 for p in pins), "constraints.txt holds exact pins only"
+    wrong = []
+    for name, pinned in pins:
+        try:
+            if version(name) != pinned:
+                wrong.append(f"{name} {version(name)} (locked {pinned})")
+        except PackageNotFoundError:
+            pass  # a platform-specific dependency this machine does not need
+    assert not wrong, f"not the locked versions (run make install): {wrong}"
