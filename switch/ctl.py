@@ -26,7 +26,12 @@ from ecntune.switch.dataplane import Switch
 
 
 def _port(args: list[str], i: int) -> int | None:
-    return int(args[i]) if len(args) > i else None
+    if len(args) <= i:
+        return None
+    port = int(args[i])
+    if port < 0:
+        raise ValueError(f"no port {port}: ports are 0 or more")
+    return port
 
 
 def execute(switch: Switch, line: str) -> str:

@@ -8,6 +8,9 @@ left behind), deq_timedelta in microseconds, packet_length in bytes.
 One thread runs the whole data plane (BMv2's "one core"): it waits on every port socket,
 the wake-up pipe and the next queue departure, so no packet ever crosses threads. Control
 threads (P4Runtime, ctl) take `lock` while they change tables, registers or the program.
+If that thread ever dies, `failure` says why and `on_failure` is called (the process
+exits non-zero): a switch whose gRPC server answers while nothing forwards is the one
+state it must never be in.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ log = logging.getLogger("ecntune.switch")
 
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, RECIRC, REPLICATION, RESUBMIT = 0, 1, 2, 4, 5, 6
 RX_BATCH = 64  # frames read from one port before the loop looks at the others
+# The longest the loop sleeps: whatever a client asks for (a digest timeout of 2^63 ns, a
+# queue rate of 1e-9 pkt/s puts the next event centuries away), epoll gets a bounded wait.
+MAX_WAIT_S = 0.05
 MAX_PASSES = 16  # resubmit/recirculate loops longer than this are cut (and counted)
 
 PacketInSink = Callable[[bytes], None]
@@ -75,6 +81,8 @@ class Switch:
         self._start = time.monotonic()
         self._running = False
         self._thread: threading.Thread | None = None
+        self.failure: BaseException | None = None  # why the data-plane thread died
+        self.on_failure: Callable[[BaseException], None] | None = None
         self._template: list[int] = []
         self._metadata_slots: list[int] = []
 
@@ -300,8 +308,8 @@ class Switch:
             while self._running:
                 now = time.monotonic()
                 deadlines = [self.tm.next_departure(), self.digests.poll(now)]
-                due = min((d for d in deadlines if d is not None), default=now + 0.05)
-                events = ep.poll(max(0.0, due - now))
+                due = min((d for d in deadlines if d is not None), default=now + MAX_WAIT_S)
+                events = ep.poll(min(max(0.0, due - now), MAX_WAIT_S))
                 with lock:
                     for fd, _ in events:
                         port = by_fd.get(fd)
@@ -319,5 +327,10 @@ class Switch:
                         self.stats.from_cpu += 1
                         self.receive(in_port, frame)
                     self.run_departures(time.monotonic())
+        except BaseException as e:
+            self.failure = e
+            log.critical("the data plane stopped: %s: %s", type(e).__name__, e, exc_info=True)
+            if self.on_failure is not None:
+                self.on_failure(e)
         finally:
             ep.close()

@@ -131,19 +131,23 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot start: %s", e)
         switch.stop()
         return 2
+    done = threading.Event()
+    switch.on_failure = lambda _: done.set()  # nothing forwards: take the process down
     switch.start()
     log.warning(
         "embedded switch %d up: ports %s, P4Runtime on %s, control on 127.0.0.1:%d",
         args.device_id, dict(args.interface), args.grpc_server_addr, args.thrift_port,
     )  # fmt: skip
 
-    done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
     done.wait()
     grpc_server.stop(grace=0.5).wait()
     control.shutdown()
     switch.stop()
+    if switch.failure is not None:
+        log.critical("exiting: the data plane died (%s)", switch.failure)
+        return 1
     return 0
 
 

@@ -11,6 +11,7 @@ packets, like BMv2; arrivals to a full queue are dropped.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,14 +92,14 @@ class TrafficManager:
         return [self.queue(port).shaping]
 
     def set_rate_pps(self, pps: float, port: int | None = None) -> None:
-        if pps <= 0:
-            raise ValueError(f"queue rate must be positive, got {pps}")
+        if not 0 < pps < math.inf:
+            raise ValueError(f"queue rate must be a positive number, got {pps}")
         for s in self._targets(port):
             s.rate_pps, s.rate_bps = pps, None
 
     def set_rate_bps(self, bps: float, port: int | None = None) -> None:
-        if bps <= 0:
-            raise ValueError(f"queue rate must be positive, got {bps}")
+        if not 0 < bps < math.inf:
+            raise ValueError(f"queue rate must be a positive number, got {bps}")
         for s in self._targets(port):
             s.rate_bps, s.rate_pps = bps, None
 

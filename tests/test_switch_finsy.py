@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
+import time
 from collections.abc import Iterator
 
 import finsy as fy
@@ -24,13 +26,18 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def switch_addr() -> Iterator[str]:
+def switch_proc() -> Iterator[tuple[SwitchSpec, subprocess.Popen]]:
     spec = SwitchSpec(ports={}, grpc_addr=f"127.0.0.1:{free_port()}", thrift_port=free_port())
     proc = start(EMBEDDED, spec)
     try:
-        yield spec.grpc_addr
+        yield spec, proc
     finally:
         stop(proc)
+
+
+@pytest.fixture
+def switch_addr(switch_proc: tuple[SwitchSpec, subprocess.Popen]) -> str:
+    return switch_proc[0].grpc_addr
 
 
 def options(**kw) -> fy.SwitchOptions:
@@ -75,3 +82,69 @@ def test_a_backup_client_is_refused_writes(switch_addr: str):
                 return str(e.value)
 
     assert "PERMISSION_DENIED" in asyncio.run(main())
+
+
+def from_cpu(spec: SwitchSpec) -> int:
+    """Packets the data-plane thread has taken from the CPU port (the control port's stats)."""
+    stats = EMBEDDED.control(spec, "stats")
+    return int(stats.split("from_cpu=")[1].split()[0])
+
+
+def test_timers_no_clock_can_reach_keep_the_data_plane_running(switch_proc):
+    """Issue 18 (1): a digest timeout of 2^63-1 ns or a queue rate of 1e-9 pkt/s made the
+    data-plane thread's epoll wait overflow; it died while gRPC kept answering."""
+    spec, proc = switch_proc
+    forever = 2**63 - 1
+
+    async def main() -> None:
+        async with fy.Switch("s1", spec.grpc_addr, options()) as sw:
+            await sw.insert(
+                [fy.P4DigestEntry(enc.DIGEST, max_list_size=64, max_timeout_ns=forever,
+                                  ack_timeout_ns=forever)]
+            )  # fmt: skip
+            EMBEDDED.control(spec, "set_queue_rate 1e-9 2")
+            before = from_cpu(spec)
+            payload = enc.interval_payload(0.1)
+            for _ in range(3):
+                await sw.write([fy.P4PacketOut(payload, egress_port=0, opcode=enc.OP_SET_INTERVAL,
+                                               reserved=0)])  # fmt: skip
+            deadline = time.monotonic() + 10
+            while from_cpu(spec) < before + 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert from_cpu(spec) == before + 3  # the data plane took every one of them
+
+    asyncio.run(main())
+    assert proc.poll() is None
+
+
+@pytest.mark.parametrize("command", ["set_queue_rate nan", "set_queue_rate inf 1",
+                                     "set_queue_rate_bps -5", "set_queue_depth 10 -1"])  # fmt: skip
+def test_the_control_port_refuses_rates_and_ports_that_cannot_be(switch_proc, command):
+    spec, proc = switch_proc
+    with pytest.raises(RuntimeError, match="Error"):
+        EMBEDDED.control(spec, command)
+    assert "from_cpu=" in EMBEDDED.control(spec, "stats")  # and it goes on serving
+    assert proc.poll() is None
+
+
+def test_a_data_plane_that_dies_takes_the_switch_process_down_loudly():
+    """Whatever kills the data-plane thread, the process must not linger as a zombie that
+    answers gRPC and forwards nothing: it exits non-zero, saying why."""
+    import threading
+
+    from ecntune.switch.dataplane import Switch
+
+    sw = Switch({})
+    died = threading.Event()
+    sw.on_failure = lambda _: died.set()
+
+    def broken() -> float:
+        raise OverflowError("timeout value is too large")  # what epoll raised in issue 18
+
+    sw.tm.next_departure = broken  # a fault injected into the real loop
+    sw.start()
+    try:
+        assert died.wait(5)
+        assert isinstance(sw.failure, OverflowError)
+    finally:
+        sw.stop()
