@@ -73,6 +73,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self.saved: Pipeline | None = None
         self.streams: dict[int, Stream] = {}
         self.arbitration = threading.Lock()
+        # the primary the controllers were last told of: a closing stream is no longer open,
+        # so "was it primary?" cannot be asked of primary() once it is going away
+        self.announced_primary: Stream | None = None
         self._ids = itertools.count(1)
         switch.packet_in = self._on_packet_in
         switch.digests.sink = self._on_digest
@@ -89,6 +92,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         primary = self.primary()
         with self.arbitration:
             streams = [s for s in self.streams.values() if s.open and s.election_id is not None]
+            self.announced_primary = primary
         for s in streams:
             upd = p4r.MasterArbitrationUpdate(device_id=self.device_id)
             if primary is not None:
@@ -134,7 +138,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     break
                 yield msg
         finally:
-            was_primary = self.primary() is stream
+            was_primary = self.announced_primary is stream
             with self.arbitration:
                 self.streams.pop(stream.id, None)
             if was_primary:

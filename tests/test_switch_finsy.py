@@ -148,3 +148,23 @@ def test_a_data_plane_that_dies_takes_the_switch_process_down_loudly():
         assert isinstance(sw.failure, OverflowError)
     finally:
         sw.stop()
+
+
+def test_a_departing_primary_is_announced_to_the_backups(switch_addr: str):
+    """Issue 18 (4): the closing stream was marked closed before the server asked whether
+    it had been primary, so the backup never heard that it had become primary."""
+
+    async def main() -> tuple[bool, bool]:
+        backup = fy.Switch("backup", switch_addr, options(initial_election_id=10))
+        async with backup:
+            async with fy.Switch("primary", switch_addr, options(initial_election_id=20)):
+                await asyncio.sleep(0.3)
+                before = backup.is_primary
+            deadline = time.monotonic() + 5
+            while not backup.is_primary and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            return before, backup.is_primary
+
+    before, after = asyncio.run(main())
+    assert not before
+    assert after  # told, without reconnecting
