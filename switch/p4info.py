@@ -356,6 +356,7 @@ class P4InfoIndex:
         reg = self.register(re.register_id)
         if not re.HasField("index"):
             raise P4RuntimeError("UNIMPLEMENTED", "wildcard register writes")
+        _indices(re, reg.size, reg.name)
         if re.data.WhichOneof("data") != "bitstring":
             raise P4RuntimeError("INVALID_ARGUMENT", f"{reg.name}: data must be a bitstring")
         value = decode(re.data.bitstring, reg.width, reg.name)
@@ -368,7 +369,7 @@ class P4InfoIndex:
         ids = [re.register_id] if re.register_id else list(self.registers)
         for rid in ids:
             reg = self.register(rid)
-            indices = [re.index.index] if re.HasField("index") else range(reg.size)
+            indices = _indices(re, reg.size, reg.name)
             for i in indices:
                 try:
                     value = reg.read(i)
@@ -390,6 +391,7 @@ class P4InfoIndex:
         c = self.counter(ce.counter_id)
         if not ce.HasField("index"):
             raise P4RuntimeError("UNIMPLEMENTED", "wildcard counter writes")
+        _indices(ce, c.size, c.name)
         try:
             c.write(ce.index.index, ce.data.packet_count, ce.data.byte_count)
         except ExternIndexError as e:
@@ -399,7 +401,7 @@ class P4InfoIndex:
         ids = [ce.counter_id] if ce.counter_id else list(self.counters)
         for cid in ids:
             c = self.counter(cid)
-            indices = [ce.index.index] if ce.HasField("index") else range(c.size)
+            indices = _indices(ce, c.size, c.name)
             for i in indices:
                 try:
                     packets, bytes_ = c.read(i)
@@ -411,11 +413,15 @@ class P4InfoIndex:
                     data=p4r.CounterData(byte_count=bytes_, packet_count=packets),
                 )
 
-    def write_meter(self, me: Any) -> None:
+    def meter(self, meter_id: int) -> Any:
         try:
-            m = self.meters[me.meter_id]
+            return self.meters[meter_id]
         except KeyError:
-            raise P4RuntimeError("NOT_FOUND", f"no meter with id {me.meter_id}") from None
+            raise P4RuntimeError("NOT_FOUND", f"no meter with id {meter_id}") from None
+
+    def write_meter(self, me: Any) -> None:
+        m = self.meter(me.meter_id)
+        _indices(me, m.size, m.name)
         try:
             if me.HasField("config"):
                 c = me.config
@@ -428,9 +434,10 @@ class P4InfoIndex:
     def read_meters(self, me: Any) -> Iterator[Any]:
         ids = [me.meter_id] if me.meter_id else list(self.meters)
         for mid in ids:
-            m = self.meters[mid]
-            indices = [me.index.index] if me.HasField("index") else range(m.size)
-            for i in indices:
+            m = self.meter(mid)
+            for i in _indices(me, m.size, m.name):
+                if i >= m.size:
+                    raise P4RuntimeError("OUT_OF_RANGE", f"{m.name}[{i}]: it has {m.size}")
                 s = m.meters[i]
                 e = p4r.MeterEntry(meter_id=mid, index=p4r.Index(index=i))
                 if s.configured:
@@ -494,3 +501,13 @@ class P4InfoIndex:
             acc, bits = (acc << m.bitwidth) | v, bits + m.bitwidth
         pad = -bits % 8
         return (acc << pad).to_bytes((bits + pad) // 8, "big") + payload
+
+
+def _indices(entry: Any, size: int, name: str) -> list[int] | range:
+    """The extern indices a Counter/Register/MeterEntry names: its index, or all of them.
+    A negative index is malformed (INVALID_ARGUMENT); past the end is OUT_OF_RANGE, later."""
+    if not entry.HasField("index"):
+        return range(size)
+    if entry.index.index < 0:
+        raise P4RuntimeError("INVALID_ARGUMENT", f"{name}: negative index {entry.index.index}")
+    return [entry.index.index]

@@ -40,6 +40,13 @@ def _code(name: str) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, name, grpc.StatusCode.UNKNOWN)
 
 
+def _unsupported(doing: str, which: str | None) -> tuple[str, str]:
+    """An entity with nothing set is the client's error; a kind this target lacks is ours."""
+    if which is None:
+        return "INVALID_ARGUMENT", f"{doing} an empty Entity (no entity set)"
+    return "UNIMPLEMENTED", f"{doing} {which}"
+
+
 @dataclass
 class Stream:
     id: int
@@ -150,7 +157,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         if kind == "arbitration":
             arb = req.arbitration
             if arb.device_id != self.device_id:
-                context.abort(grpc.StatusCode.NOT_FOUND, f"no device {arb.device_id}")
+                # a stream that already arbitrated for this device cannot move to another
+                code = grpc.StatusCode.NOT_FOUND
+                if stream.election_id is not None:
+                    code = grpc.StatusCode.FAILED_PRECONDITION
+                context.abort(code, f"no device {arb.device_id} (this is {self.device_id})")
             if arb.role.name:
                 context.abort(grpc.StatusCode.UNIMPLEMENTED, "only the default role is supported")
             eid = (arb.election_id.high, arb.election_id.low)
@@ -247,8 +258,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             self._check_primary(request.device_id, request.election_id)
             action = request.action
             if action == A.COMMIT:
+                if request.HasField("config"):
+                    raise P4RuntimeError("INVALID_ARGUMENT", "COMMIT takes no config")
                 if self.saved is None:
-                    raise P4RuntimeError("FAILED_PRECONDITION", "nothing saved to commit")
+                    raise P4RuntimeError("NOT_FOUND", "nothing saved to commit")
                 self._commit(self.saved)
                 self.saved = None
             elif action in (
@@ -395,7 +408,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         elif which == "packet_replication_engine_entry":
             self._write_pre(kind, entity.packet_replication_engine_entry)
         else:
-            raise P4RuntimeError("UNIMPLEMENTED", f"writing {which}")
+            raise P4RuntimeError(*_unsupported("writing", which))
 
     @staticmethod
     def _profile(index: P4InfoIndex, profile_id: int) -> Any:
@@ -556,7 +569,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     )
                     yield p4r.Entity(packet_replication_engine_entry={"multicast_group_entry": g})
         else:
-            raise P4RuntimeError("UNIMPLEMENTED", f"reading {which}")
+            raise P4RuntimeError(*_unsupported("reading", which))
 
 
 def serve(switch: Switch, device_id: int, address: str) -> grpc.Server:
