@@ -40,6 +40,27 @@ def _code(name: str) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, name, grpc.StatusCode.UNKNOWN)
 
 
+def _refuse_if_used(pipe: Pipeline, profile: Any, what: str, id_: int) -> None:
+    """A member or group that a table entry still points at cannot go (spec §9.2.2)."""
+    for table in pipe.program.tables.values():
+        if table.profile is not profile:
+            continue
+        for e in table.entries.values():
+            if getattr(e.call, what) == id_:
+                raise P4RuntimeError(
+                    "FAILED_PRECONDITION", f"{what} {id_} is used by an entry of {table.name}"
+                )
+
+
+def _check_member_action(pipe: Pipeline, profile: Any, action_id: int) -> None:
+    """A member's action must be one the profile's tables can run."""
+    allowed = [t.action_ids for t in pipe.program.tables.values() if t.profile is profile]
+    if allowed and not any(action_id in ids for ids in allowed):
+        raise P4RuntimeError(
+            "INVALID_ARGUMENT", f"action {action_id} is not in the action set of {profile.name}"
+        )
+
+
 def _unsupported(doing: str, which: str | None) -> tuple[str, str]:
     """An entity with nothing set is the client's error; a kind this target lacks is ours."""
     if which is None:
@@ -356,9 +377,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             m = entity.action_profile_member
             profile = self._profile(index, m.action_profile_id)
             if kind == "DELETE":
+                _refuse_if_used(pipe, profile, "member", m.member_id)
                 profile.delete_member(m.member_id)
                 return
             call = index.action_call(None, m.action, False)
+            _check_member_action(pipe, profile, call.action_id)
             if kind == "INSERT":
                 profile.add_member(m.member_id, call.action_id, call.data)
             else:
@@ -367,10 +390,16 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             g = entity.action_profile_group
             profile = self._profile(index, g.action_profile_id)
             if kind == "DELETE":
+                _refuse_if_used(pipe, profile, "group", g.group_id)
                 profile.delete_group(g.group_id)
                 return
+            if any(m.weight <= 0 for m in g.members):
+                raise P4RuntimeError("INVALID_ARGUMENT", "member weights must be 1 or more")
             if any(m.weight > 1 for m in g.members):
                 raise P4RuntimeError("UNIMPLEMENTED", "member weights above 1")
+            ids = [m.member_id for m in g.members]
+            if len(set(ids)) != len(ids):
+                raise P4RuntimeError("INVALID_ARGUMENT", f"group {g.group_id} repeats a member")
             if g.max_size and len(g.members) > g.max_size:
                 raise P4RuntimeError("RESOURCE_EXHAUSTED", "more members than the group's max_size")
             profile.set_group(g.group_id, [m.member_id for m in g.members], create=kind == "INSERT")

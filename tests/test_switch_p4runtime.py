@@ -12,6 +12,7 @@ from finsy.proto import p4r
 
 from ecntune.p4runtime_client import P4RuntimeClient, P4RuntimeClientError, load_p4info
 from ecntune.p4src import PROGRAM
+from ecntune.p4src import encoding as enc
 from ecntune.targets import EMBEDDED, SwitchSpec, start, stop
 
 A = p4r.SetForwardingPipelineConfigRequest.Action
@@ -92,3 +93,45 @@ def test_re_arbitration_for_another_device_is_a_failed_precondition(client: P4Ru
         with pytest.raises(P4RuntimeClientError) as first:
             other.become_primary()
         assert first.value.code == "NOT_FOUND"  # a first arbitration for no such device
+
+
+def codes(c: P4RuntimeClient, kind: str, *objs: object) -> list[str]:
+    """The per-update codes of one Write (OK where it succeeded)."""
+    try:
+        c.write(*((kind, o) for o in objs))
+    except P4RuntimeClientError as e:
+        return [code for code, _ in e.errors]
+    return ["OK"] * len(objs)
+
+
+def test_members_and_groups_in_use_cannot_be_deleted(client: P4RuntimeClient):
+    """Issue 18 (6): deleting what a table entry points at returned OK (spec §9.2.2)."""
+    sel = enc.ECMP_SELECTOR
+    hop = {"port": 1, "src_mac": 1, "dst_mac": 2}
+    client.insert(*(client.member(sel, m, enc.ACTION_FORWARD, hop) for m in (1, 2, 3)))
+    client.insert(client.group(sel, 10, [1, 2]))
+    by_group = client.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (0x0A000000, 8)}, group=10)
+    by_member = client.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (0x0B000000, 8)}, member=3)
+    client.insert(by_group, by_member)
+    assert codes(client, "DELETE", client.group(sel, 10, [])) == ["FAILED_PRECONDITION"]
+    assert codes(client, "DELETE", client.member(sel, 3, enc.ACTION_FORWARD, hop)) == [
+        "FAILED_PRECONDITION"
+    ]
+    client.delete(by_group, by_member)  # once nothing points at them, they go
+    client.delete(client.group(sel, 10, []))
+    client.delete(*(client.member(sel, m, enc.ACTION_FORWARD, hop) for m in (1, 2, 3)))
+
+
+def test_invalid_members_and_groups_are_refused(client: P4RuntimeClient):
+    """Issue 18 (7): a member whose action its table cannot run, weights <= 0, repeats."""
+    sel = enc.ECMP_SELECTOR
+    assert codes(client, "INSERT", client.member(sel, 1, "EcnIngress.drop", {})) == [
+        "INVALID_ARGUMENT"
+    ]
+    hop = {"port": 1, "src_mac": 1, "dst_mac": 2}
+    client.insert(client.member(sel, 1, enc.ACTION_FORWARD, hop))
+    zero = client.group(sel, 10, [1])
+    zero.members[0].weight = 0
+    assert codes(client, "INSERT", zero) == ["INVALID_ARGUMENT"]
+    assert codes(client, "INSERT", client.group(sel, 11, [1, 1])) == ["INVALID_ARGUMENT"]
+    assert codes(client, "INSERT", client.group(sel, 12, [1])) == ["OK"]
