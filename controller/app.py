@@ -79,7 +79,7 @@ class SwitchRunner:
         )  # fmt: skip
         self.write_path = config.write_path
         self.ready = asyncio.Event()
-        self.acks: asyncio.Queue[float] = asyncio.Queue()
+        self.config_acks = 0  # PacketIns acknowledging PacketOut writes (counted, not kept)
         self.switch = fy.Switch(
             name,
             config.address(name),
@@ -143,8 +143,10 @@ class SwitchRunner:
 
     async def _read_packets(self, sw: fy.Switch) -> None:
         async for packet in sw.read_packets():
+            # drained so nothing queues up; an unbounded queue of ack times once grew here
+            # for as long as the controller ran (issue 17)
             if packet["reason"] == enc.REASON_CONFIG_ACK:
-                self.acks.put_nowait(time.monotonic())
+                self.config_acks += 1
 
     async def _tick(self, sw: fy.Switch) -> None:
         interval = self.config.interval_s

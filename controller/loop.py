@@ -23,7 +23,7 @@ import numpy as np
 from ecntune.agent.features import HISTORY
 from ecntune.agent.policy import LearningPolicy, Policy
 from ecntune.agent.rewards import acc_reward, pet_reward
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.agent.telemetry import PortTelemetry
 from ecntune.controller.safety import BUSY_UTILIZATION, Guard, check_telemetry, clamp
 from ecntune.p4src import encoding as enc
 
@@ -238,7 +238,3 @@ class SwitchLoop:
 def utilization(t: PortTelemetry) -> float:
     """The share of its link a port used in one interval."""
     return t.tx_bytes * 8 / t.interval_s / t.link_bps if t.interval_s > 0 and t.link_bps else 0.0
-
-
-def thresholds_of(regs: enc.EcnRegisters) -> EcnThresholds:
-    return enc.decode_thresholds(regs.kmin, regs.kmax, regs.pmax_bp)
