@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -208,3 +209,29 @@ def test_a_phase_whose_agent_fell_back_is_labelled_with_when_and_why(tmp_path: P
     csv_rows = (tmp_path / "out" / "comparison.csv").read_text().splitlines()
     assert csv_rows[0].startswith("phase,fell_back,")
     assert {line.split(",")[1] for line in csv_rows[1:]} == {"False", "True"}
+
+
+def test_the_share_of_mice_that_timed_out_is_reported(tmp_path: Path):
+    flows = [
+        FlowRecord(f"m{i}", "10.0.0.1", "10.0.0.4", 10_000, T0, T0 + 0.5, 0.5, "cubic", "workload")
+        for i in range(4)
+    ]
+    sent = [
+        SentRecord(f.flow_id, f.src, f.dst, f.size, f.start, f.kind, f.cc, True, None, r, r)
+        for f, r in zip(flows, (0, 1, 0, 0), strict=True)
+    ]
+    sent.append(SentRecord("e", "10.0.0.2", "10.0.0.4", 5_000_000, T0, "workload", "cubic",
+                           True, None, 9, 2))  # fmt: skip
+    s = summarize_phase(Phase("p", tmp_path, meta(), flows, sent))
+    assert s.mice_rto_share == pytest.approx(1 / 4)  # the elephant's timeouts are not a mouse's
+    assert s.flows_with_rto == 2
+    table = write_report([Phase("p", tmp_path, meta(), flows, sent)], tmp_path / "out")
+    assert "mice RTO" in table
+    assert "25.0%" in table
+    assert (
+        "25.0% of mice saw a retransmission timeout (2 flows in all)"
+        in (tmp_path / "out" / "report.md").read_text()
+    )
+    # a kernel without the counters: no share, not a share of zero
+    old = [dataclasses.replace(r, retrans=None, rtos=None) for r in sent]
+    assert math.isnan(summarize_phase(Phase("p", tmp_path, meta(), flows, old)).mice_rto_share)

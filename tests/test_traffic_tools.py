@@ -18,7 +18,15 @@ import pytest
 
 from ecntune.traffic import burst
 from ecntune.traffic.fct import ideal_fct, slowdown, summarize
-from ecntune.traffic.flows import HEADER, MAGIC, Flow, FlowHeader, ProtocolError, run_schedule
+from ecntune.traffic.flows import (
+    HEADER,
+    MAGIC,
+    Flow,
+    FlowHeader,
+    ProtocolError,
+    run_schedule,
+    tcp_counters,
+)
 from ecntune.traffic.incast import incast_schedule
 from ecntune.traffic.records import (
     FlowRecord,
@@ -104,6 +112,8 @@ def test_receiver_records_every_flow_and_survives_garbage(tmp_path: Path):
         with JsonlWriter(sent_path) as w:
             sent = asyncio.run(run_schedule(flows, time.time(), "127.0.0.1", port, CC, w, 10.0))
         assert all(s.completed for s in sent), sent
+        # the senders' TCP_INFO: nothing is lost on loopback
+        assert {(s.retrans, s.rtos) for s in sent} == {(0, 0)}
         assert {s.flow_id for s in read_records([sent_path], SentRecord)} == {
             "f0",
             "f1",
@@ -122,6 +132,24 @@ def test_receiver_records_every_flow_and_survives_garbage(tmp_path: Path):
         assert 0 < r.fct < 10
         assert r.cc == CC
         assert r.kind == "workload"
+
+
+def test_retransmission_timeouts_are_counted_from_tcp_info():
+    """A connection whose SYN is dropped (the listener's accept queue is full) retransmits it
+    after the 1 s initial RTO: tcp_counters must see that timeout, on this kernel's layout."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(0)
+        with socket.create_connection(srv.getsockname()):  # fills the queue of a backlog of 0
+            c = socket.socket()
+            c.settimeout(1.5)
+            with pytest.raises(TimeoutError):
+                c.connect(srv.getsockname())
+            retrans, rtos = tcp_counters(c)
+            c.close()
+    assert retrans >= 1
+    assert rtos == retrans  # each SYN retransmission was a timeout
+    assert tcp_counters(c) == (None, None)  # a closed socket has none
 
 
 def wait_until_catching(pid: int, sig: int, timeout_s: float = 20.0) -> None:

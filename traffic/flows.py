@@ -30,6 +30,24 @@ ZEROS = memoryview(bytes(CHUNK))
 DEFAULT_PORT = 5001
 
 
+# struct tcp_info (linux/tcp.h): byte offsets of the counters a flow's report needs
+TCPI_TOTAL_RETRANS = 100  # __u32, segments retransmitted over the connection's life
+TCPI_TOTAL_RTO = 240  # __u16, retransmission timeouts (Linux >= 6.7)
+
+
+def tcp_counters(sock: socket.socket) -> tuple[int | None, int | None]:
+    """(segments retransmitted, retransmission timeouts) over the socket's life, from
+    TCP_INFO; None for what this kernel does not report. Why: a mouse's FCT that includes a
+    200 ms timeout says nothing about ECN thresholds, and reports must say how many did."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    except OSError:
+        return None, None
+    retrans = struct.unpack_from("I", info, TCPI_TOTAL_RETRANS)[0] if len(info) >= 104 else None
+    rtos = struct.unpack_from("H", info, TCPI_TOTAL_RTO)[0] if len(info) >= 242 else None
+    return retrans, rtos
+
+
 class ProtocolError(ValueError):
     """A peer sent something that is not an ecntune flow."""
 
@@ -115,13 +133,15 @@ async def send_flow(flow: Flow, src: str, port: int, cc: str, timeout_s: float) 
     except (OSError, TimeoutError, ConnectionError) as e:
         error = f"{type(e).__name__}: {e}"
     finally:
+        retrans, rtos = tcp_counters(sock)
         if writer is not None:
             writer.close()
         else:
             sock.close()
     return SentRecord(
-        flow.flow_id, src, flow.dst, flow.size, start, flow.kind, used_cc, error is None, error
-    )
+        flow.flow_id, src, flow.dst, flow.size, start, flow.kind, used_cc, error is None, error,
+        retrans, rtos,
+    )  # fmt: skip
 
 
 async def run_schedule(

@@ -45,6 +45,10 @@ class SentRecord:
     cc: str  # what the socket ran ("" if it never got one)
     completed: bool
     error: str | None = None
+    # the sender socket's TCP_INFO at the end (traffic/flows.py tcp_counters): segments
+    # retransmitted and retransmission timeouts; None where the kernel does not report them
+    retrans: int | None = None
+    rtos: int | None = None
 
 
 @dataclass(frozen=True)

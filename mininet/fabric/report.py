@@ -35,7 +35,14 @@ import numpy as np
 from ecntune.agent.telemetry import PortTelemetry
 from ecntune.fabric.scenario import sent_files
 from ecntune.topology import Topology
-from ecntune.traffic.fct import SIZE_BUCKETS, BucketSummary, ideal_fct, slowdown, summarize
+from ecntune.traffic.fct import (
+    MICE_BYTES,
+    SIZE_BUCKETS,
+    BucketSummary,
+    ideal_fct,
+    slowdown,
+    summarize,
+)
 from ecntune.traffic.records import (
     FlowRecord,
     PacketRecord,
@@ -291,6 +298,10 @@ class PhaseSummary:
     ecn: bool
     switch: str
     control: ControlSummary | None = None
+    # of the mice sent (< 100 KB), the share whose sender saw a retransmission timeout: their
+    # FCTs hold a >= 200 ms timer, not the queue (NaN where the kernel does not report RTOs)
+    mice_rto_share: float = math.nan
+    flows_with_rto: int = 0
 
     @property
     def label(self) -> str:
@@ -329,7 +340,17 @@ def summarize_phase(phase: Phase) -> PhaseSummary:
         ecn=phase.meta["ecn"],
         switch=phase.meta["switch"],
         control=summarize_control(phase),
+        **_timeouts(phase),
     )
+
+
+def _timeouts(phase: Phase) -> dict[str, Any]:
+    known = [r for r in phase.sent if r.rtos is not None]
+    mice = [r for r in known if r.size < MICE_BYTES]
+    return {
+        "mice_rto_share": sum(r.rtos > 0 for r in mice) / len(mice) if mice else math.nan,
+        "flows_with_rto": sum(r.rtos > 0 for r in known),
+    }
 
 
 def _mean_p99(x: np.ndarray) -> tuple[float, float]:
@@ -360,13 +381,14 @@ def format_table(summaries: list[PhaseSummary]) -> str:
                 f"{_f(b.slowdown_p50):>8}{_f(b.slowdown_p95):>8}{_f(b.slowdown_p99):>8}"
             )
     head = f"{'phase':<{w}}{'flows done':>12}{'goodput':>12}{'queue mean':>12}{'queue p99':>11}"
-    head += f"{'marked':>8}"
+    head += f"{'marked':>8}{'mice RTO':>10}"
     lines += ["", "Throughput and queue", head, "-" * len(head)]
     for s in summaries:
         lines.append(
             f"{s.label:<{w}}{f'{s.flows_recorded}/{s.flows_sent}':>12}"
             f"{f'{s.goodput_bps / 1e6:.2f} Mb/s':>12}{_kb(s.queue_mean_bytes):>12}"
             f"{_kb(s.queue_p99_bytes):>11}{_pct(s.marked_fraction):>8}"
+            f"{_pct(s.mice_rto_share):>10}"
         )
     controlled = [s for s in summaries if s.control]
     if controlled:
@@ -473,6 +495,12 @@ def write_report(phases: list[Phase], outdir: Path, title: str = "ecntune run") 
         f"{'on' if s.ecn else 'off'}; {s.flows_completed}/{s.flows_sent} flows completed, "
         f"{s.flows_recorded} FCT records; queue from {s.queue_source}"
         + (f"; {s.control.describe()}" if s.control else "")
+        + (
+            f"; {s.mice_rto_share:.1%} of mice saw a retransmission timeout "
+            f"({s.flows_with_rto} flows in all)"
+            if not math.isnan(s.mice_rto_share)
+            else ""
+        )
         for s in summaries
     ]
     (outdir / "report.md").write_text(
