@@ -83,6 +83,16 @@ class Target:
     def set_queue_depth(self, spec: SwitchSpec, pkts: int, port: int | None = None) -> None:
         self.control(spec, f"set_queue_depth {pkts}" + (f" {port}" if port is not None else ""))
 
+    @property
+    def has_port_delay(self) -> bool:
+        """Only the embedded target delays frames on a port (BMv2 has no such knob)."""
+        return self.name == "embedded"
+
+    def set_port_delay(self, spec: SwitchSpec, delay_s: float, port: int | None = None) -> None:
+        if not self.has_port_delay:
+            raise NotImplementedError(f"{self.name} has no per-port propagation delay")
+        self.control(spec, f"set_port_delay {delay_s!r}" + (f" {port}" if port is not None else ""))
+
 
 EMBEDDED = Target(
     "embedded",

@@ -7,7 +7,9 @@ reads commands on stdin, like `simple_switch_CLI`). Commands:
     set_queue_rate <pkt/s> [port]       as BMv2 (all ports when no port is given)
     set_queue_rate_bps <bit/s> [port]   the same in bits per second (an extension)
     set_queue_depth <packets> [port]    as BMv2
-    show_queues                         depth, rate, enqueued and dropped per port
+    set_port_delay <seconds> [port]     propagation delay after the queue (an extension:
+                                        BMv2 has none, and this kernel has no netem)
+    show_queues                         depth, rate, delay, enqueued and dropped per port
     register_read <name> [index]        as BMv2
     register_write <name> <index> <value>
     stats                               packet counters of the switch
@@ -51,6 +53,9 @@ def execute(switch: Switch, line: str) -> str:
         if cmd == "set_queue_depth":
             tm.set_depth(int(args[0]), _port(args, 1))
             return ""
+        if cmd == "set_port_delay":
+            switch.set_port_delay(float(args[0]), _port(args, 1))
+            return ""
         if cmd == "show_queues":
             rows = []
             for port, q in sorted(tm.queues.items()):
@@ -58,6 +63,7 @@ def execute(switch: Switch, line: str) -> str:
                 rate = f"{s.rate_bps:.0f} bit/s" if s.rate_bps else f"{s.rate_pps or 0:.0f} pkt/s"
                 rows.append(
                     f"port {port}: depth {len(q.items)}/{s.depth_pkts} rate {rate} "
+                    f"delay {switch.port_delay_s.get(port, 0.0) * 1e6:.0f} us "
                     f"enqueued {q.enqueued} dropped {q.dropped}"
                 )
             return "\n".join(rows)

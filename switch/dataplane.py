@@ -8,6 +8,10 @@ left behind), deq_timedelta in microseconds, packet_length in bytes.
 One thread runs the whole data plane (BMv2's "one core"): it waits on every port socket,
 the wake-up pipe and the next queue departure, so no packet ever crosses threads. Control
 threads (P4Runtime, ctl) take `lock` while they change tables, registers or the program.
+A port may also have a propagation delay (`set_port_delay`, an extension BMv2 lacks: this
+kernel has no netem): a frame that leaves the queue and the egress pipeline is held on the
+port's "wire" for that long before it is sent, so the fabric's RTT is what the topology
+says while the queue, the marking and the telemetry see only the queue.
 If that thread ever dies, `failure` says why and `on_failure` is called (the process
 exits non-zero): a switch whose gRPC server answers while nothing forwards is the one
 state it must never be in.
@@ -15,6 +19,7 @@ state it must never be in.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import select
 import threading
@@ -36,6 +41,7 @@ RX_BATCH = 64  # frames read from one port before the loop looks at the others
 # The longest the loop sleeps: whatever a client asks for (a digest timeout of 2^63 ns, a
 # queue rate of 1e-9 pkt/s puts the next event centuries away), epoll gets a bounded wait.
 MAX_WAIT_S = 0.05
+MAX_PORT_DELAY_S = 1.0  # a propagation delay beyond this is a typo, not a fabric
 MAX_PASSES = 16  # resubmit/recirculate loops longer than this are cut (and counted)
 
 PacketInSink = Callable[[bytes], None]
@@ -83,6 +89,9 @@ class Switch:
         self._thread: threading.Thread | None = None
         self.failure: BaseException | None = None  # why the data-plane thread died
         self.on_failure: Callable[[BaseException], None] | None = None
+        self.port_delay_s: dict[int, float] = {}  # propagation delay per egress port
+        self._wire: list[tuple[float, int, int, bytes]] = []  # heap: (due, seq, port, frame)
+        self._wire_seq = 0
         self._template: list[int] = []
         self._metadata_slots: list[int] = []
 
@@ -257,13 +266,37 @@ class Switch:
             if self.packet_in is not None:
                 self.packet_in(frame)
             return
-        out = self.ports.get(port)
-        if out is None:
+        if port not in self.ports:
             self.stats.dropped += 1
             return
-        out.send(frame)
+        delay = self.port_delay_s.get(port, 0.0)
+        if delay > 0:
+            self._wire_seq += 1
+            heapq.heappush(self._wire, (time.monotonic() + delay, self._wire_seq, port, frame))
+            return
+        self._send(port, frame)
+
+    def _send(self, port: int, frame: bytes) -> None:
+        self.ports[port].send(frame)
         self.stats.tx += 1
         self.stats.per_port_tx[port] = self.stats.per_port_tx.get(port, 0) + 1
+
+    def _release_wire(self, now: float) -> None:
+        """Send the frames whose propagation delay has passed (in the order they are due)."""
+        wire = self._wire
+        while wire and wire[0][0] <= now:
+            _, _, port, frame = heapq.heappop(wire)
+            self._send(port, frame)
+
+    def set_port_delay(self, delay_s: float, port: int | None = None) -> None:
+        """A port's propagation delay (all ports when None); frames already on the wire keep
+        theirs."""
+        if not 0 <= delay_s <= MAX_PORT_DELAY_S:
+            raise ValueError(f"delay must be within 0..{MAX_PORT_DELAY_S} s, got {delay_s}")
+        for p in self.ports if port is None else [port]:
+            if p not in self.ports:
+                raise ValueError(f"no port {p}")
+            self.port_delay_s[p] = delay_s
 
     def _error(self, e: BaseException, port: int) -> None:
         self.stats.errors += 1
@@ -307,7 +340,8 @@ class Switch:
         try:
             while self._running:
                 now = time.monotonic()
-                deadlines = [self.tm.next_departure(), self.digests.poll(now)]
+                wire = self._wire[0][0] if self._wire else None
+                deadlines = [self.tm.next_departure(), self.digests.poll(now), wire]
                 due = min((d for d in deadlines if d is not None), default=now + MAX_WAIT_S)
                 events = ep.poll(min(max(0.0, due - now), MAX_WAIT_S))
                 with lock:
@@ -327,6 +361,7 @@ class Switch:
                         self.stats.from_cpu += 1
                         self.receive(in_port, frame)
                     self.run_departures(time.monotonic())
+                    self._release_wire(time.monotonic())
         except BaseException as e:
             self.failure = e
             log.critical("the data plane stopped: %s: %s", type(e).__name__, e, exc_info=True)

@@ -11,6 +11,7 @@ telemetry the controller logs and in the marking the receiver's probe sees.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import random
@@ -184,3 +185,29 @@ def test_a_threshold_change_mid_run_shows_in_the_marking(switch, tmp_path):
     seen = {r["kmin_bytes"] for r in port4 if r["t"] > policy.at + 1.0}
     assert seen == {low.kmin_bytes}
     assert {r["kmin_bytes"] for r in port4 if r["t"] < policy.at} == {high.kmin_bytes}
+
+
+def test_link_delays_give_the_topologys_rtt(switch, tmp_path):
+    """The embedded switch's delay lines put each link's delay on the path (issue 16: this
+    kernel has no netem): a ping's RTT grows by twice the delay of each of its two links."""
+    if switch != "embedded":
+        pytest.skip("only the embedded target has per-port delay lines (BMv2 runs without)")
+    delay_s = 2e-3
+    topo = preset("tiny")
+    topo.links = [dataclasses.replace(lk, delay_s=delay_s) for lk in topo.links]
+    options = FabricOptions(switch=switch, port_offset=port_offset())
+
+    def min_rtt_s(fab: Fabric) -> float:
+        out = fab.host("h1").cmd(f"ping -c 20 -i 0.05 -W 2 {topo.hosts['h2'].ip}")
+        rtts = [float(x.split("time=")[1].split()[0]) for x in out.splitlines() if "time=" in x]
+        assert len(rtts) >= 15, out
+        return min(rtts) / 1e3
+
+    with Fabric(topo, options) as fab, controlled(fab, fixed(SETTING), tmp_path / "ctl.jsonl"):
+        fab.host("h1").cmd(f"ping -c 3 -i 0.2 -W 2 {topo.hosts['h2'].ip}")  # routes and ARP
+        delayed = min_rtt_s(fab)
+        node = fab.switch("s1")
+        node.target.set_port_delay(fab.specs["s1"], 0.0)  # the same fabric without: its base
+        base = min_rtt_s(fab)
+    # h1 -> s1 -> h2 and back: two links, each delay both ways
+    assert delayed - base == pytest.approx(4 * delay_s, abs=delay_s / 2), (delayed, base)

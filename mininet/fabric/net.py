@@ -60,6 +60,26 @@ class FabricOptions:
     port_offset: int = 0  # added to every gRPC/Thrift port, so fabrics can run side by side
     workdir: Path | None = None  # switch logs go here when set
     log_level: str = "warn"
+    # the topology's link delays, as the embedded switch's per-port delay lines (this kernel
+    # has no netem; BMv2 has no such knob and runs without them, saying so)
+    link_delays: bool = True
+
+
+# Below this a delay line costs the switch more than it emulates (its own per-packet time).
+MIN_EMULATED_DELAY_S = 10e-6
+
+
+def port_delays(topology: Topology, switch: str) -> dict[int, float]:
+    """Propagation delay per egress port of `switch` that gives every path the topology's
+    RTT: a switch-to-switch link is delayed at both ends' egress; a host link only at the
+    switch's (the host's NIC sends straight into the veth), so there it counts twice."""
+    out = {}
+    for lk, port in topology.ports(switch):
+        far, _ = topology.neighbour(switch, port)
+        delay = lk.delay_s * (2 if far in topology.hosts else 1)
+        if delay >= MIN_EMULATED_DELAY_S:
+            out[port] = delay
+    return out
 
 
 def port_pps(bw_bps: float) -> int:
@@ -92,6 +112,7 @@ class FabricTopo(Topo):
                     "thrift_port": sw.thrift_port + options.port_offset,
                     "cpu_port": sw.cpu_port,
                     "port_pps": {port: port_pps(b) for port, b in bw.items()},
+                    "port_delay_s": port_delays(topology, sw.name) if options.link_delays else {},
                     "json_path": options.json_path,
                     "log_file": options.workdir / f"{sw.name}.log" if options.workdir else None,
                     "log_level": options.log_level,

@@ -144,6 +144,8 @@ class P4Switch(Switch):
     """A P4 switch process (see ecntune.targets) in the root namespace, owning its ports.
 
     port_pps: egress queue rate per port in packets/s (BMv2 has no byte rate);
+    port_delay_s: propagation delay per egress port (the embedded target's delay lines;
+    a target without them logs that it runs without);
     queue_depth_pkts: every egress queue's capacity, the buffer limit;
     json_path: a pipeline to load at start (None: wait for the controller's pipeline).
     """
@@ -158,6 +160,7 @@ class P4Switch(Switch):
         thrift_port: int,
         cpu_port: int = 255,
         port_pps: dict[int, int] | None = None,
+        port_delay_s: dict[int, float] | None = None,
         queue_depth_pkts: int | None = None,
         json_path: Path | None = None,
         log_file: Path | None = None,
@@ -169,6 +172,7 @@ class P4Switch(Switch):
         self.device_id, self.grpc_port, self.thrift_port = device_id, grpc_port, thrift_port
         self.cpu_port = cpu_port
         self.port_pps = dict(port_pps or {})
+        self.port_delay_s = dict(port_delay_s or {})
         self.queue_depth_pkts = queue_depth_pkts
         self.json_path, self.log_file, self.log_level = json_path, log_file, log_level
         self.proc: subprocess.Popen | None = None
@@ -216,6 +220,12 @@ class P4Switch(Switch):
         if self.queue_depth_pkts is not None:
             for port in spec.ports:
                 self.target.set_queue_depth(spec, self.queue_depth_pkts, port)
+        if self.port_delay_s and not self.target.has_port_delay:
+            log.warning("%s: %s has no port delays; links run without their delay", self.name,
+                        self.target.name)  # fmt: skip
+            return
+        for port, delay in sorted(self.port_delay_s.items()):
+            self.target.set_port_delay(spec, delay, port)
 
     def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 (Mininet's signature)
         if self.proc is not None:
