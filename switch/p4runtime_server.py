@@ -34,6 +34,9 @@ from ecntune.switch.tables import ActionCall, EntryError
 log = logging.getLogger("ecntune.switch.p4runtime")
 API_VERSION = "1.4.0"
 READ_BATCH = 256
+MAX_STREAMS = 8  # open StreamChannels (controllers); each holds a worker thread
+UNARY_WORKERS = 8  # threads left for Write, Read, pipeline and capability RPCs
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # as BMv2
 
 
 def _code(name: str) -> grpc.StatusCode:
@@ -144,7 +147,13 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def StreamChannel(self, request_iterator: Iterator[Any], context: Any) -> Iterator[Any]:  # noqa: N802
         stream = Stream(next(self._ids))
         with self.arbitration:
-            self.streams[stream.id] = stream
+            full = len(self.streams) >= MAX_STREAMS
+            if not full:
+                self.streams[stream.id] = stream
+        if full:
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED, f"{MAX_STREAMS} streams are open already"
+            )
         context.add_callback(stream.close)
 
         def read() -> None:
@@ -602,8 +611,21 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
 
 def serve(switch: Switch, device_id: int, address: str) -> grpc.Server:
-    """Start the gRPC server (the caller keeps the returned server alive and stops it)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="p4rt"))
+    """Start the gRPC server (the caller keeps the returned server alive and stops it).
+
+    Every open StreamChannel holds a worker thread for as long as it lives, so streams
+    beyond MAX_STREAMS are refused (RESOURCE_EXHAUSTED, as BMv2 does) and the pool keeps
+    UNARY_WORKERS for Write, Read and the rest: 16 idle streams once hung every other RPC.
+    Messages up to MAX_MESSAGE_BYTES (BMv2's 256 MB), so large pipelines fit."""
+    server = grpc.server(
+        futures.ThreadPoolExecutor(
+            max_workers=MAX_STREAMS + UNARY_WORKERS, thread_name_prefix="p4rt"
+        ),
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ],
+    )
     p4r_grpc.add_P4RuntimeServicer_to_server(P4RuntimeService(switch, device_id), server)
     if server.add_insecure_port(address) == 0:
         raise OSError(f"cannot listen on {address}")

@@ -5,6 +5,7 @@ client: each gets the canonical code the spec names, and the server goes on serv
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +14,7 @@ from finsy.proto import p4r
 from ecntune.p4runtime_client import P4RuntimeClient, P4RuntimeClientError, load_p4info
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
+from ecntune.switch.p4runtime_server import MAX_STREAMS
 from ecntune.targets import EMBEDDED, SwitchSpec, start, stop
 
 A = p4r.SetForwardingPipelineConfigRequest.Action
@@ -135,3 +137,39 @@ def test_invalid_members_and_groups_are_refused(client: P4RuntimeClient):
     assert codes(client, "INSERT", zero) == ["INVALID_ARGUMENT"]
     assert codes(client, "INSERT", client.group(sel, 11, [1, 1])) == ["INVALID_ARGUMENT"]
     assert codes(client, "INSERT", client.group(sel, 12, [1])) == ["OK"]
+
+
+def test_idle_streams_cannot_starve_the_server(client: P4RuntimeClient):
+    """Issue 18 (2): 16 open StreamChannels held all 16 worker threads; Capabilities, Write and
+    new arbitrations hung. Streams past the limit are refused, the rest keeps answering."""
+    import queue
+
+    import grpc
+
+    held: list[queue.Queue] = []
+    calls = []
+    for _ in range(16):
+        requests: queue.Queue = queue.Queue()
+        held.append(requests)
+        calls.append(client.stub.StreamChannel(iter(requests.get, None)))
+    try:
+        caps = client.stub.Capabilities(p4r.CapabilitiesRequest(), timeout=10)
+        assert caps.p4runtime_api_version
+        client.modify(client.register_entry("ecn_kmin", 1, 5))  # writes go through too
+        over = 16 - (MAX_STREAMS - 1)  # the fixture's client holds one stream already
+        deadline = time.monotonic() + 10  # refused streams end at once; admitted ones wait
+        while sum(c.done() for c in calls) < over and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ended = [c.code() for c in calls if c.done()]
+        assert ended == [grpc.StatusCode.RESOURCE_EXHAUSTED] * over
+    finally:
+        for requests in held:
+            requests.put(None)
+        for call in calls:
+            call.cancel()
+
+
+def test_a_pipeline_larger_than_grpcs_default_4_mb_is_accepted(client: P4RuntimeClient):
+    """Issue 18 (12): BMv2 takes messages up to 256 MB; a 6 MB device config must load."""
+    big = PROGRAM.json_path.read_bytes() + b" " * (6 << 20)  # still the same JSON
+    client.set_pipeline(load_p4info(PROGRAM.p4info_path), big)
