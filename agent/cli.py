@@ -37,6 +37,15 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
         "--episode-s", type=float, default=None,
         help="simulated seconds per episode (default: 4 emulated fabrics, 0.02 datacenter ones)",
     )  # fmt: skip
+    p.add_argument(
+        "--link-delay-us", type=float, default=None,
+        help="one-way delay of every link, µs (default: the fabric's own: 125 µs emulated, "
+        "1 µs datacenter; 10 is the testbed24rtt mixes')",
+    )  # fmt: skip
+    p.add_argument(
+        "--interval-s", type=float, default=None,
+        help="decision interval (default: 0.1 s emulated fabrics, ~40 RTTs datacenter ones)",
+    )  # fmt: skip
     p.add_argument("--switch-to", default=None, help="switch to this workload halfway through")
     p.add_argument("--load-to", type=float, default=None, help="step to this load halfway through")
     p.add_argument(
@@ -90,6 +99,8 @@ def _scenario(args: argparse.Namespace) -> SimScenario:
         incast=args.incast,
         transport=args.transport,
         episode_s=args.episode_s,
+        interval_s=args.interval_s,
+        link_delay_s=args.link_delay_us * 1e-6 if args.link_delay_us is not None else None,
         switch_to=args.switch_to,
         load_to=args.load_to,
         failures=tuple(args.fail),

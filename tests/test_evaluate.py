@@ -300,3 +300,21 @@ def test_a_report_of_the_statics_alone_names_the_room_for_adaptation(tmp_path: P
     assert "no plots" in text
     assert (tmp_path / "comparisons.csv").read_text().startswith("agent,scope,baseline,metric")
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_the_scenario_options_reach_the_simulated_scenario():
+    """--link-delay-us and --interval-s (the RTT sweep in docs/results) set what they say."""
+    from ecntune.agent.cli import _scenario
+    from ecntune.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["eval", "--scenario", "testbed24", "--link-delay-us", "40", "--interval-s", "0.004"]
+    )
+    sc = _scenario(args)
+    assert sc.link_delay_s == pytest.approx(40e-6)
+    assert sc.interval_s == 0.004
+    env = sc.env()
+    assert float(env.fabric.links.delay_s.min()) == pytest.approx(40e-6)
+    assert env.interval_s == pytest.approx(0.004)
+    default = _scenario(build_parser().parse_args(["eval", "--scenario", "testbed24"]))
+    assert (default.link_delay_s, default.interval_s) == (None, None)  # the fabric's own
