@@ -27,9 +27,17 @@ def run_ptf(target: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def failures(out: str) -> str:
+    """unittest's FAIL:/ERROR: blocks with their tracebacks, without PTF's debug log (which
+    floods the tail a failure message would otherwise show)."""
+    lines = [ln for ln in out.splitlines() if " : DEBUG " not in ln and " : INFO " not in ln]
+    starts = [i for i, ln in enumerate(lines) if ln.startswith(("FAIL:", "ERROR:"))]
+    return "\n".join("\n".join(lines[i : i + 40]) for i in starts) or out[-6000:]
+
+
 def assert_suite_passed(result: subprocess.CompletedProcess[str]) -> None:
     out = result.stdout + result.stderr
-    assert result.returncode == 0, out[-6000:]
+    assert result.returncode == 0, failures(out)
     assert f"Ran {SUITE_SIZE} tests" in out, out[-3000:]
     assert "FAILED" not in out, out[-3000:]
     assert "ERROR" not in out, out[-3000:]
