@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,18 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ecntune.p4src import PROGRAM
-from ecntune.targets import SwitchSpec, start, stop, target
+from ecntune.targets import SwitchSpec, free_port, start, stop, target
 
 REPO = Path(__file__).resolve().parents[1]
 PTF_DIR = REPO / "ptf-tests"
 N_PORTS = 4
 MTU = 9500  # the suite sends jumbo frames to pass the 1 MB elephant threshold quickly
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(*cmd: str) -> None:

@@ -115,6 +115,13 @@ def target(name: str) -> Target:
     return t
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a switch's gRPC or control)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def wait_for_port(addr: str, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
     """Block until `addr` (host:port) accepts TCP connections or the process exits."""
     host, port = addr.rsplit(":", 1)

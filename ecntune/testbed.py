@@ -20,8 +20,8 @@ from typing import Self
 from ecntune.p4runtime_client import P4RuntimeClient, load_p4info
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
-from ecntune.ptf_runner import free_port, veth_pairs
-from ecntune.targets import SwitchSpec, start, stop, target
+from ecntune.ptf_runner import veth_pairs
+from ecntune.targets import SwitchSpec, free_port, start, stop, target
 from ecntune.topology import host_mac, port_mac
 
 UNLIMITED_PPS = 10_000_000

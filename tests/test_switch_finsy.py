@@ -4,7 +4,6 @@ writes, wildcard reads, registers, and the arbitration rules — no root needed 
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,14 +14,8 @@ import pytest
 from ecntune.controller.forwarding import forwarding_entities
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
-from ecntune.targets import EMBEDDED, SwitchSpec, start, stop
+from ecntune.targets import EMBEDDED, SwitchSpec, free_port, start, stop
 from ecntune.topology import preset
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

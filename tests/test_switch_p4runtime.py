@@ -4,7 +4,6 @@ client: each gets the canonical code the spec names, and the server goes on serv
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 
@@ -15,15 +14,9 @@ from ecntune.p4runtime_client import P4RuntimeClient, P4RuntimeClientError, load
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
 from ecntune.switch.p4runtime_server import MAX_STREAMS
-from ecntune.targets import EMBEDDED, SwitchSpec, start, stop
+from ecntune.targets import EMBEDDED, SwitchSpec, free_port, start, stop
 
 A = p4r.SetForwardingPipelineConfigRequest.Action
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ecntune.targets import free_port
 from ecntune.traffic import burst
 from ecntune.traffic.fct import ideal_fct, slowdown, summarize
 from ecntune.traffic.flows import (
@@ -40,12 +41,6 @@ from ecntune.traffic.workload import arrival_rate, load_cdf
 
 # Unprivileged sockets may only pick congestion controls the kernel allows for everyone.
 CC = "cubic" if os.geteuid() == 0 else "reno"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_poisson_schedule_fills_the_load_with_the_cdf():
