@@ -13,11 +13,7 @@ import ipaddress
 import finsy as fy
 
 from ecntune.p4src import encoding as enc
-from ecntune.topology import NextHop, Topology
-
-
-def _mac(mac: str) -> int:
-    return int(mac.replace(":", ""), 16)
+from ecntune.topology import NextHop, Topology, mac_int
 
 
 def forwarding_entities(topology: Topology, switch: str) -> list:
@@ -53,8 +49,8 @@ def forwarding_entities(topology: Topology, switch: str) -> list:
             action=fy.P4TableAction(
                 enc.ACTION_FORWARD,
                 port=hop.port,
-                src_mac=_mac(hop.src_mac),
-                dst_mac=_mac(hop.dst_mac),
+                src_mac=mac_int(hop.src_mac),
+                dst_mac=mac_int(hop.dst_mac),
             ),
         )
         for hop, mid in members.items()

@@ -22,13 +22,9 @@ from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
 from ecntune.ptf_runner import veth_pairs
 from ecntune.targets import SwitchSpec, free_port, start, stop, target
-from ecntune.topology import host_mac, port_mac
+from ecntune.topology import host_mac, mac_int, port_mac
 
 UNLIMITED_PPS = 10_000_000
-
-
-def _mac(mac: str) -> int:
-    return int(mac.replace(":", ""), 16)
 
 
 class Testbed:
@@ -86,8 +82,8 @@ class Testbed:
         c = self.client
         params = {
             "port": port,
-            "src_mac": _mac(port_mac(0, port)),
-            "dst_mac": _mac(host_mac(prefix)),
+            "src_mac": mac_int(port_mac(0, port)),
+            "dst_mac": mac_int(host_mac(prefix)),
         }
         c.insert(c.member(enc.ECMP_SELECTOR, member_id, enc.ACTION_FORWARD, params))
         ip = int.from_bytes(socket.inet_aton(prefix), "big")

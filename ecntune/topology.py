@@ -77,6 +77,11 @@ def port_mac(device_id: int, port: int) -> str:
     return f"02:ec:{device_id & 0xFF:02x}:00:{(port >> 8) & 0xFF:02x}:{port & 0xFF:02x}"
 
 
+def mac_int(mac: str) -> int:
+    """'00:00:0a:00:00:01' as the 48-bit integer a P4 action parameter carries."""
+    return int(mac.replace(":", ""), 16)
+
+
 @dataclass
 class Topology:
     """Hosts, switches and links of one fabric; routes are derived, never stored."""

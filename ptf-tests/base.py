@@ -20,7 +20,7 @@ from scapy.layers.l2 import Ether
 from ecntune.p4runtime_client import P4RuntimeClient, P4RuntimeClientError, load_p4info
 from ecntune.p4src import encoding as enc
 from ecntune.targets import TARGETS, SwitchSpec
-from ecntune.topology import host_mac, port_mac
+from ecntune.topology import host_mac, mac_int, port_mac
 
 PORTS = (1, 2, 3, 4)
 UNLIMITED_PPS = 1_000_000
@@ -63,7 +63,7 @@ class EcnTest(BaseTest):
         for port in ports:
             mid = next(self._members)
             dst = host_mac(host_ip(port))
-            params = {"port": port, "src_mac": _mac(port_mac(0, port)), "dst_mac": _mac(dst)}
+            params = {"port": port, "src_mac": mac_int(port_mac(0, port)), "dst_mac": mac_int(dst)}
             c.insert(c.member(enc.ECMP_SELECTOR, mid, enc.ACTION_FORWARD, params))
             members.append(mid)
         ip = int.from_bytes(bytes(int(o) for o in prefix.split(".")), "big")
@@ -147,7 +147,3 @@ class EcnTest(BaseTest):
 
     def drops(self, reason: str) -> int:
         return self.client.read_counter(enc.DROP_COUNTER, enc.DROP_REASONS.index(reason))[0]
-
-
-def _mac(mac: str) -> int:
-    return int(mac.replace(":", ""), 16)
