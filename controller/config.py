@@ -18,7 +18,6 @@ switches: {s1: 127.0.0.1:9559}   # default: 127.0.0.1:<grpc_port from the topolo
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -116,10 +115,3 @@ def load_topology(spec: Any, base: Path = Path()) -> Topology:
         return preset(spec)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-
-
-def dump(config: ControllerConfig) -> str:
-    """The configuration as JSON (the topology inline), for logs and reports."""
-    d = {f.name: getattr(config, f.name) for f in fields(config)}
-    d["topology"] = config.topology.to_dict()
-    return json.dumps(d, default=str, indent=2)

@@ -35,7 +35,6 @@ N_PORTS = 256
 SLOPE_ONE = 1 << 32  # probability 1.0 in the slope's fixed point
 PMAX_SCALE = 10_000  # basis points
 MAX_BYTES = (1 << 32) - 1
-DEFAULT_INTERVAL_S = 0.010
 SENDER_BITS = 64
 ELEPHANT_BYTES = 1_000_000
 
@@ -54,7 +53,6 @@ REGISTER_KMIN = "ecn_kmin"
 REGISTER_KMAX = "ecn_kmax"
 REGISTER_SLOPE = "ecn_slope"
 REGISTER_PMAX = "ecn_pmax"
-REGISTER_INTERVAL = "telemetry_interval_us"
 DIGEST = "telemetry_digest_t"
 DIGEST_FIELDS = (
     "port",

@@ -49,10 +49,6 @@ class Fabric:
     def n_ports(self) -> int:
         return len(self.ports)
 
-    def port_name(self, i: int) -> str:
-        node, port = self.names[int(self.ports[i])]
-        return f"{node}:{port}"
-
     def peer(self, link: int) -> int:
         """The other direction of the same cable (build() adds both directions in turn)."""
         return link ^ 1

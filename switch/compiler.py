@@ -166,10 +166,6 @@ class Compiler:
         self.errors = {name: value for name, value in doc.get("errors", [])}
         self.errors.setdefault("NoError", 0)
         self.errors.setdefault("PacketTooShort", 1)
-        self.enums = {
-            e["name"]: dict(e["entries"])
-            for e in doc.get("enums", [])  # values are already inlined by p4c
-        }
         self._unique = 0
 
     # -- helpers -------------------------------------------------------------------------
