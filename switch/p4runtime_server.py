@@ -530,12 +530,19 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             if request.device_id != self.device_id:
                 raise P4RuntimeError("NOT_FOUND", f"no device {request.device_id}")
             pipe = self._pipeline()
-            with self.switch.lock:
-                entities = [e for entity in request.entities for e in self._read(pipe, entity)]
+            # READ_BATCH entities per response, the switch lock held per batch only: a read
+            # of every register 50 times once held it for seconds (and the whole response
+            # in memory) while no packet moved. Each batch is consistent; the whole read is
+            # not atomic, which P4Runtime does not promise either.
+            found = (e for entity in request.entities for e in self._read(pipe, entity))
+            while True:
+                with self.switch.lock:
+                    batch = list(itertools.islice(found, READ_BATCH))
+                yield p4r.ReadResponse(entities=batch)
+                if len(batch) < READ_BATCH:
+                    break
         except (P4RuntimeError, EntryError) as e:
             context.abort(_code(e.code), str(e))
-        for i in range(0, max(len(entities), 1), READ_BATCH):
-            yield p4r.ReadResponse(entities=entities[i : i + READ_BATCH])
 
     def _read(self, pipe: Pipeline, entity: Any) -> Iterator[Any]:
         index = pipe.index
@@ -548,7 +555,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             for pid, profile in index.profiles.items():
                 if q.action_profile_id and pid != q.action_profile_id:
                     continue
-                for mid, (aid, data, _) in profile.members.items():
+                for mid, (aid, data, _) in list(profile.members.items()):
                     if q.member_id and mid != q.member_id:
                         continue
                     m = p4r.ActionProfileMember(action_profile_id=pid, member_id=mid)
@@ -559,7 +566,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             for pid, profile in index.profiles.items():
                 if q.action_profile_id and pid != q.action_profile_id:
                     continue
-                for gid, members in profile.groups.items():
+                for gid, members in list(profile.groups.items()):
                     if q.group_id and gid != q.group_id:
                         continue
                     g = p4r.ActionProfileGroup(action_profile_id=pid, group_id=gid)
@@ -595,12 +602,12 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         elif which == "packet_replication_engine_entry":
             pre = entity.packet_replication_engine_entry
             if pre.WhichOneof("type") == "clone_session_entry":
-                for sid, s in self.switch.mirrors.items():
+                for sid, s in list(self.switch.mirrors.items()):
                     c = p4r.CloneSessionEntry(session_id=sid, packet_length_bytes=s.truncate)
                     c.replicas.append(p4r.Replica(port=encode(s.port, 32), instance=0))
                     yield p4r.Entity(packet_replication_engine_entry={"clone_session_entry": c})
             else:
-                for gid, replicas in self.switch.mcast.items():
+                for gid, replicas in list(self.switch.mcast.items()):
                     g = p4r.MulticastGroupEntry(multicast_group_id=gid)
                     g.replicas.extend(
                         p4r.Replica(port=encode(p, 32), instance=r) for p, r in replicas

@@ -152,14 +152,14 @@ def listen(args: argparse.Namespace) -> int:
                 continue
             if addr[2] == socket.PACKET_OUTGOING:
                 continue
-            t_recv = _kernel_time(ancdata)
+            t_recv = kernel_time(ancdata)
             record = parse(frame, args.port, t_recv)
             if record is not None:
                 out.write(record)
     return 0
 
 
-def _kernel_time(ancdata: list[tuple[int, int, bytes]]) -> float:
+def kernel_time(ancdata: list[tuple[int, int, bytes]]) -> float:
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
             sec, nsec = struct.unpack("qq", data[:16])
