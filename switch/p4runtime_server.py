@@ -37,6 +37,8 @@ READ_BATCH = 256
 MAX_STREAMS = 8  # open StreamChannels (controllers); each holds a worker thread
 UNARY_WORKERS = 8  # threads left for Write, Read, pipeline and capability RPCs
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # as BMv2
+# BMv2's words: clients (finsy) recognise "no pipeline yet" by them
+NO_PIPELINE = "No forwarding pipeline config set for this device"
 
 
 def _code(name: str) -> grpc.StatusCode:
@@ -62,6 +64,12 @@ def _check_member_action(pipe: Pipeline, profile: Any, action_id: int) -> None:
         raise P4RuntimeError(
             "INVALID_ARGUMENT", f"action {action_id} is not in the action set of {profile.name}"
         )
+
+
+def _replica(port: int, instance: int) -> Any:
+    """A replica as BMv2 reads it back: in `egress_port` (the 1.4 `port` bytes share its
+    oneof), which p4runtime-shell shows (it showed every replica as port 0 otherwise)."""
+    return p4r.Replica(egress_port=port, instance=instance)
 
 
 def _unsupported(doing: str, which: str | None) -> tuple[str, str]:
@@ -257,7 +265,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
     def _pipeline(self) -> Pipeline:
         if self.pipeline is None:
-            raise P4RuntimeError("FAILED_PRECONDITION", "no forwarding pipeline configured")
+            raise P4RuntimeError("FAILED_PRECONDITION", NO_PIPELINE)
         return self.pipeline
 
     def _build(self, config: Any) -> Pipeline:
@@ -324,7 +332,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         resp = p4r.GetForwardingPipelineConfigResponse()
         pipe = self.pipeline
         if pipe is None:
-            return resp
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, NO_PIPELINE)
         cfg = resp.config
         cfg.cookie.cookie = pipe.cookie
         if request.response_type in (R.ALL, R.P4INFO_AND_COOKIE):
@@ -463,16 +471,21 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         which = pre.WhichOneof("type")
         if which == "multicast_group_entry":
             g = pre.multicast_group_entry
+            if g.multicast_group_id == 0:
+                raise P4RuntimeError("INVALID_ARGUMENT", "multicast group id 0 is reserved")
+            replicas = [(self._replica_port(r), r.instance) for r in g.replicas]
+            if len(set(replicas)) != len(replicas):
+                raise P4RuntimeError("INVALID_ARGUMENT", "a replica (port, instance) repeats")
             exists = g.multicast_group_id in self.switch.mcast
             self._check_exists(kind, exists, f"multicast group {g.multicast_group_id}")
             if kind == "DELETE":
                 del self.switch.mcast[g.multicast_group_id]
             else:
-                self.switch.mcast[g.multicast_group_id] = [
-                    (self._replica_port(r), r.instance) for r in g.replicas
-                ]
+                self.switch.mcast[g.multicast_group_id] = replicas
         elif which == "clone_session_entry":
             c = pre.clone_session_entry
+            if c.session_id == 0:
+                raise P4RuntimeError("INVALID_ARGUMENT", "clone session id 0 is reserved")
             exists = c.session_id in self.switch.mirrors
             self._check_exists(kind, exists, f"clone session {c.session_id}")
             if kind == "DELETE":
@@ -601,17 +614,22 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 yield p4r.Entity(digest_entry=d)
         elif which == "packet_replication_engine_entry":
             pre = entity.packet_replication_engine_entry
+            # one session or group when its id is given (0: all), as BMv2 answers
             if pre.WhichOneof("type") == "clone_session_entry":
+                want = pre.clone_session_entry.session_id
                 for sid, s in list(self.switch.mirrors.items()):
+                    if want and sid != want:
+                        continue
                     c = p4r.CloneSessionEntry(session_id=sid, packet_length_bytes=s.truncate)
-                    c.replicas.append(p4r.Replica(port=encode(s.port, 32), instance=0))
+                    c.replicas.append(_replica(s.port, 0))
                     yield p4r.Entity(packet_replication_engine_entry={"clone_session_entry": c})
             else:
+                want = pre.multicast_group_entry.multicast_group_id
                 for gid, replicas in list(self.switch.mcast.items()):
+                    if want and gid != want:
+                        continue
                     g = p4r.MulticastGroupEntry(multicast_group_id=gid)
-                    g.replicas.extend(
-                        p4r.Replica(port=encode(p, 32), instance=r) for p, r in replicas
-                    )
+                    g.replicas.extend(_replica(p, r) for p, r in replicas)
                     yield p4r.Entity(packet_replication_engine_entry={"multicast_group_entry": g})
         else:
             raise P4RuntimeError(*_unsupported("reading", which))

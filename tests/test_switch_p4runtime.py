@@ -166,3 +166,57 @@ def test_a_pipeline_larger_than_grpcs_default_4_mb_is_accepted(client: P4Runtime
     """Issue 18 (12): BMv2 takes messages up to 256 MB; a 6 MB device config must load."""
     big = PROGRAM.json_path.read_bytes() + b" " * (6 << 20)  # still the same JSON
     client.set_pipeline(load_p4info(PROGRAM.p4info_path), big)
+
+
+def pre(**entry: object) -> p4r.Entity:
+    return p4r.Entity(packet_replication_engine_entry=p4r.PacketReplicationEngineEntry(**entry))
+
+
+def group(gid: int, *replicas: tuple[int, int]) -> p4r.Entity:
+    reps = [p4r.Replica(egress_port=port, instance=inst) for port, inst in replicas]
+    return pre(multicast_group_entry=p4r.MulticastGroupEntry(multicast_group_id=gid, replicas=reps))
+
+
+def test_multicast_groups_and_clone_sessions_read_back_one_at_a_time(client: P4RuntimeClient):
+    """Issue 18 (10): reading one group returned every group, and replicas came back in the
+    `port` bytes (p4runtime-shell, reading `egress_port` as BMv2 fills it, saw port 0)."""
+    client.insert(group(5, (1, 0), (2, 0)), group(6, (3, 1)))
+    client.insert(pre(clone_session_entry=p4r.CloneSessionEntry(
+        session_id=9, replicas=[p4r.Replica(egress_port=4, instance=0)])))  # fmt: skip
+    one = client.read(group(6))
+    assert len(one) == 1
+    g = one[0].packet_replication_engine_entry.multicast_group_entry
+    assert g.multicast_group_id == 6
+    assert [(r.egress_port, r.instance) for r in g.replicas] == [(3, 1)]
+    assert len(client.read(group(0))) == 2  # id 0 reads them all
+    session = client.read(pre(clone_session_entry=p4r.CloneSessionEntry(session_id=9)))
+    assert [
+        r.egress_port
+        for r in session[0].packet_replication_engine_entry.clone_session_entry.replicas
+    ] == [4]
+
+
+def test_reserved_ids_and_repeated_replicas_are_refused(client: P4RuntimeClient):
+    """Issue 18 (7): multicast group 0, clone session 0, a (port, instance) twice."""
+    assert codes(client, "INSERT", group(0, (1, 0))) == ["INVALID_ARGUMENT"]
+    assert codes(client, "INSERT", group(7, (1, 0), (1, 0))) == ["INVALID_ARGUMENT"]
+    assert codes(client, "INSERT", group(7, (1, 0), (1, 1))) == ["OK"]
+    zero = pre(clone_session_entry=p4r.CloneSessionEntry(
+        session_id=0, replicas=[p4r.Replica(egress_port=4, instance=0)]))  # fmt: skip
+    assert codes(client, "INSERT", zero) == ["INVALID_ARGUMENT"]
+
+
+def test_no_pipeline_is_a_failed_precondition(client: P4RuntimeClient):
+    """Issue 18 (10): GetForwardingPipelineConfig before any pipeline answered an empty OK;
+    BMv2 says FAILED_PRECONDITION, in words clients such as finsy recognise."""
+    spec = SwitchSpec(ports={}, grpc_addr=f"127.0.0.1:{free_port()}", thrift_port=free_port())
+    proc = start(EMBEDDED, spec)
+    try:
+        with P4RuntimeClient(spec.grpc_addr, election_id=5) as bare:
+            with pytest.raises(P4RuntimeClientError) as e:
+                bare._call(bare.stub.GetForwardingPipelineConfig,
+                           p4r.GetForwardingPipelineConfigRequest(device_id=0))  # fmt: skip
+            assert e.value.code == "FAILED_PRECONDITION"
+            assert "No forwarding pipeline config" in str(e.value)
+    finally:
+        stop(proc)
