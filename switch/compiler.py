@@ -1141,9 +1141,11 @@ _RUNTIME_HELPERS: dict[str, Any] = {
 
 def compile_program(doc: dict[str, Any]) -> Program:
     """Compile BMv2 JSON; raises Unsupported naming the first construct it cannot run."""
+    if not isinstance(doc, dict):
+        raise Unsupported(f"malformed BMv2 JSON: an object is needed, got {type(doc).__name__}")
     try:
         return Compiler(doc).compile()
     except Unsupported:
         raise
-    except (KeyError, TypeError, ValueError, IndexError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
         raise Unsupported(f"malformed BMv2 JSON: {type(e).__name__}: {e}") from e

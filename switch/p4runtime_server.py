@@ -271,15 +271,20 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def _build(self, config: Any) -> Pipeline:
         try:
             doc = json.loads(config.p4_device_config)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise P4RuntimeError(
-                "INVALID_ARGUMENT", f"p4_device_config is not BMv2 JSON: {e}"
+                "INVALID_ARGUMENT", f"p4_device_config is not BMv2 JSON: {type(e).__name__}: {e}"
             ) from None
         try:
             program = compile_program(doc)
         except Unsupported as e:
             raise P4RuntimeError("INVALID_ARGUMENT", f"cannot run this program: {e}") from None
-        index = P4InfoIndex(config.p4info, program)
+        try:
+            index = P4InfoIndex(config.p4info, program)
+        except (KeyError, ValueError, TypeError, AttributeError) as e:
+            raise P4RuntimeError(
+                "INVALID_ARGUMENT", f"the P4Info does not fit the program: {type(e).__name__}: {e}"
+            ) from None
         return Pipeline(
             config.p4info, bytes(config.p4_device_config), config.cookie.cookie, program, index
         )
@@ -358,6 +363,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         with self.switch.lock:
             for update in request.updates:
                 try:
+                    if update.type not in p4r.Update.Type.values():
+                        raise P4RuntimeError(
+                            "INVALID_ARGUMENT", f"unknown update type {update.type}"
+                        )
                     self._update(pipe, p4r.Update.Type.Name(update.type), update.entity)
                     errors.append(("OK", ""))
                 except P4RuntimeError as e:

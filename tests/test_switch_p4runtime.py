@@ -220,3 +220,38 @@ def test_no_pipeline_is_a_failed_precondition(client: P4RuntimeClient):
             assert "No forwarding pipeline config" in str(e.value)
     finally:
         stop(proc)
+
+
+@pytest.mark.parametrize(
+    "device_config", [b"[]", b"1", b"null", b'"x"', b"[" * 100_000 + b"]" * 100_000]
+)
+def test_device_configs_that_are_not_programs_are_invalid_arguments(client, device_config):
+    """Issue 18 (8): these leaked as UNKNOWN/INTERNAL (AttributeError, RecursionError)."""
+    req = p4r.SetForwardingPipelineConfigRequest(
+        device_id=0, election_id=client.election_id, action=A.VERIFY_AND_COMMIT
+    )
+    req.config.p4info.CopyFrom(load_p4info(PROGRAM.p4info_path))
+    req.config.p4_device_config = device_config
+    with pytest.raises(P4RuntimeClientError) as e:
+        client._call(client.stub.SetForwardingPipelineConfig, req)
+    assert e.value.code == "INVALID_ARGUMENT"
+
+
+def test_a_p4info_that_does_not_fit_the_program_and_unknown_update_types(client):
+    """Issue 18 (8): a P4Info table naming an action id nobody has; an Update.type 99."""
+    p4info = load_p4info(PROGRAM.p4info_path)
+    p4info.tables[0].action_refs.add(id=0x7FFFFFFF)
+    req = p4r.SetForwardingPipelineConfigRequest(
+        device_id=0, election_id=client.election_id, action=A.VERIFY_AND_COMMIT
+    )
+    req.config.p4info.CopyFrom(p4info)
+    req.config.p4_device_config = PROGRAM.json_path.read_bytes()
+    with pytest.raises(P4RuntimeClientError) as e:
+        client._call(client.stub.SetForwardingPipelineConfig, req)
+    assert e.value.code == "INVALID_ARGUMENT"
+    write = p4r.WriteRequest(device_id=0, election_id=client.election_id)
+    entity = p4r.Entity(register_entry=client.register_entry("ecn_kmin", 1, 5))
+    write.updates.add(type=99, entity=entity)
+    with pytest.raises(P4RuntimeClientError) as bad:
+        client._call(client.stub.Write, write)
+    assert [code for code, _ in bad.value.errors] == ["INVALID_ARGUMENT"]
