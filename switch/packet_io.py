@@ -2,7 +2,9 @@
 
 Sockets ignore the frames the switch itself transmits (PACKET_IGNORE_OUTGOING) and put the
 interface in promiscuous mode, as BMv2's pcap-based interfaces do. Reads are non-blocking
-so one thread can serve every port from one epoll set.
+so one thread can serve every port from one epoll set. The kernel takes 802.1Q tags out of
+received frames (VLAN offload) and reports them beside the frame (PACKET_AUXDATA); they are
+put back, so the program parses the frame that was on the wire, as BMv2 does.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ SOL_PACKET = 263
 PACKET_ADD_MEMBERSHIP = 1
 PACKET_MR_PROMISC = 1
 PACKET_IGNORE_OUTGOING = 23
+PACKET_AUXDATA = 8
+AUXDATA = struct.Struct("IIIHHHH")  # tpacket_auxdata: status, len, snaplen, mac, net, tci, tpid
+TP_STATUS_VLAN_VALID = 0x10
+TP_STATUS_VLAN_TPID_VALID = 0x40
+ETH_P_8021Q = 0x8100
 MAX_FRAME = 65536 + 64
 
 
@@ -39,6 +46,17 @@ class PcapWriter:
         self.f.close()
 
 
+def with_vlan_tag(frame: bytes, ancdata: list[tuple[int, int, bytes]]) -> bytes:
+    """The frame as it was on the wire: its 802.1Q tag back after the MACs, if it had one."""
+    for level, kind, data in ancdata:
+        if level == SOL_PACKET and kind == PACKET_AUXDATA and len(data) >= AUXDATA.size:
+            status, _, _, _, _, tci, tpid = AUXDATA.unpack_from(data)
+            if status & TP_STATUS_VLAN_VALID:
+                tpid = tpid if status & TP_STATUS_VLAN_TPID_VALID else ETH_P_8021Q
+                return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
+    return frame
+
+
 class Port:
     def __init__(self, number: int, iface: str, pcap_dir: Path | None = None) -> None:
         self.number, self.iface = number, iface
@@ -50,6 +68,7 @@ class Port:
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         try:
             s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
             mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
             s.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -70,12 +89,13 @@ class Port:
     def receive(self, limit: int) -> list[bytes]:
         """Up to `limit` frames that are waiting (never blocks)."""
         frames = []
-        recv = self.sock.recv
+        recvmsg, space = self.sock.recvmsg, socket.CMSG_SPACE(AUXDATA.size)
         for _ in range(limit):
             try:
-                frames.append(recv(MAX_FRAME))
+                frame, ancdata, _, _ = recvmsg(MAX_FRAME, space)
             except (BlockingIOError, InterruptedError):
                 break
+            frames.append(with_vlan_tag(frame, ancdata))
         self.rx += len(frames)
         if self.pcap_in:
             for fr in frames:

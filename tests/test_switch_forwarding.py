@@ -116,3 +116,26 @@ def test_a_huge_read_does_not_stop_forwarding():
     assert len(delays) == len(sent) >= 5, (len(delays), len(sent), took)
     # the read took took[0] s; without batching every frame sent during it waited for its end
     assert max(delays) < took[0] / 5, (max(delays), took)
+
+
+def test_an_8021q_tag_reaches_the_program_as_it_was_on_the_wire():
+    """Issue 18 (5): the kernel moves VLAN tags out of received frames; without putting them
+    back the program parsed a tagged frame as plain IPv4 and forwarded it, where BMv2 sees
+    the tag (and this program, which parses no VLANs, drops it as not IPv4)."""
+    from scapy.layers.l2 import Dot1Q
+
+    from ecntune.p4src import encoding as enc
+
+    not_ipv4 = enc.DROP_REASONS.index("not_ipv4")
+    with Testbed("embedded", 2, "vln") as tb:
+        tb.collect(quiet_s=0.2)
+        listen(tb)
+        before = tb.client.read_counter(enc.DROP_COUNTER, not_ipv4)[0]
+        eth = Ether(dst=port_mac(0, 1), src=host_mac("10.0.0.1"))
+        ip = IP(src="10.0.0.1", dst="10.0.0.2") / UDP(dport=5000) / (b"x" * 20)
+        tb.send(1, bytes(eth / Dot1Q(vlan=5) / ip))
+        tb.send(1, bytes(eth / ip))  # untagged: forwarded
+        got = arrivals(tb, 2, timeout_s=2)
+        after = tb.client.read_counter(enc.DROP_COUNTER, not_ipv4)[0]
+    assert len(got) == 1, got  # only the untagged frame came out
+    assert after == before + 1
