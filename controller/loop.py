@@ -87,6 +87,7 @@ class SwitchLoop:
         self.guard, self.reward_fn = guard, REWARDS[reward]
         self.min_write_interval_s = min_write_interval_s
         self.reported_transitions = 0  # guard transitions already written into rows
+        self._warm_up()
 
     # -- telemetry in ----------------------------------------------------------------------
 
@@ -179,6 +180,19 @@ class SwitchLoop:
         return [(p, s.written) for p, s in self.ports.items() if s.written is not None]
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _warm_up(self) -> None:
+        """Call the policy once before any traffic: a jitted agent compiles on its first call,
+        which on a busy machine took longer than a short demo's whole agent phase and
+        stalled every tick behind it. A policy that fails here is benched at once."""
+        idle = self._stack([self._idle(s) for s in self.ports.values()])
+        history = PortTelemetry(*(np.stack([col] * HISTORY) for col in idle))
+        try:
+            clamp(self.policy.act(history), self.buffer_bytes)
+        except Exception as e:
+            self.guard.fall_back(
+                f"{self.switch}: {self.policy.name} failed at start: {type(e).__name__}: {e}"
+            )
 
     def _idle(self, s: PortState) -> PortTelemetry:
         """An interval without a digest: the port sent nothing (digests only come with traffic)."""

@@ -167,6 +167,25 @@ def test_an_agent_within_the_baselines_own_spread_keeps_running():
     assert "below the static baseline" in guard.reason
 
 
+def test_the_policy_is_called_once_before_any_traffic():
+    """A jitted agent compiles on its first call; done in the loop, that stalled a short demo's
+    agent phase on a busy machine. One that cannot even start is benched at once."""
+    calls = []
+
+    @dataclass
+    class Counting(Scripted):
+        def act(self, history: PortTelemetry) -> EcnThresholds:
+            calls.append(history.tx_bytes.copy())
+            return super().act(history)
+
+    make_loop(Counting(agent_out()), baseline_intervals=20)
+    assert len(calls) == 1
+    assert not calls[0].any()  # an idle history
+    broken = make_loop(Scripted(RuntimeError("no such checkpoint")), baseline_intervals=20)
+    assert broken.guard.mode == "fallback"
+    assert "failed at start" in broken.guard.reason
+
+
 def test_a_write_that_never_shows_in_telemetry_is_rewritten(caplog):
     loop = make_loop(Scripted(agent_out()))
     port, regs = loop.tick(0.0).writes[0]
