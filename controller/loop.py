@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ecntune.agent.features import HISTORY
+from ecntune.agent.features import HISTORY, utilisation
 from ecntune.agent.policy import LearningPolicy, Policy
 from ecntune.agent.rewards import acc_reward, pet_reward
 from ecntune.agent.telemetry import PortTelemetry
@@ -155,9 +155,10 @@ class SwitchLoop:
             "mode_change": self._new_transitions(),
         }
 
-        rewards = np.asarray(self.reward_fn(self._stack(list(latest.values()))))
-        busy = [i for i, t in enumerate(latest.values()) if utilization(t) >= BUSY_UTILIZATION]
-        reward = float(np.mean(rewards[busy])) if busy else None
+        now_stacked = self._stack(list(latest.values()))
+        rewards = np.asarray(self.reward_fn(now_stacked))
+        busy = np.asarray(utilisation(now_stacked)) >= BUSY_UTILIZATION
+        reward = float(np.mean(rewards[busy])) if busy.any() else None
         self.guard.record(reward)
         if use_agent and isinstance(self.policy, LearningPolicy):
             try:
@@ -247,8 +248,3 @@ class SwitchLoop:
             set_pmax=w.pmax_bp / enc.PMAX_SCALE if w else None,
         )
         return row
-
-
-def utilization(t: PortTelemetry) -> float:
-    """The share of its link a port used in one interval."""
-    return t.tx_bytes * 8 / t.interval_s / t.link_bps if t.interval_s > 0 and t.link_bps else 0.0
