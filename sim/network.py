@@ -331,11 +331,13 @@ def run(
     dt: float,
     kind: str,
     steps: int,
-    record: Callable[[NetState], Any] | None = None,
+    record: Callable[[Params, NetState], Any] | None = None,
 ) -> tuple[NetState, Any]:
     """`steps` steps (a lax.scan) on the smallest slot prefix that holds them (module
     docstring): the result of scanning `step` over every slot, up to float rounding.
-    `record(state)` after each step gives the scan's stacked output (None: nothing)."""
+    `record(params, state)` after each step gives the scan's stacked output (None: nothing);
+    it takes params as an argument, not from a closure (under vmap a closure over batched
+    params would hide them from `_switch_batch_max`'s batching rule)."""
     slots = s.slot.shape[0]
     sizes = prefixes(slots)
     branches = tuple(
@@ -357,7 +359,7 @@ def _run_prefix(params, s, thresholds, dt, kind, steps, k, record):
 
     def one(n: NetState, _: None) -> tuple[NetState, Any]:
         n = step(params, n, thresholds, dt, kind)
-        return n, (None if record is None else record(n))
+        return n, (None if record is None else record(params, n))
 
     s, out = jax.lax.scan(one, s, None, length=steps)
     if k < full.slot.shape[0]:  # the prefix back into the full per-slot arrays
@@ -396,10 +398,10 @@ def trace(
     another simulator needs to see (queue oscillations within an RTT).
     """
 
-    def record(n: NetState) -> tuple[jnp.ndarray, jnp.ndarray]:
+    def record(p: Params, n: NetState) -> tuple[jnp.ndarray, jnp.ndarray]:
         fid = jnp.maximum(n.slot, 0)
-        on = (params.path[fid] >= 0) & (n.slot >= 0)[:, None]
-        link = jnp.where(on, params.path[fid], 0)
+        on = (p.path[fid] >= 0) & (n.slot >= 0)[:, None]
+        link = jnp.where(on, p.path[fid], 0)
         q = jax.ops.segment_sum(
             jnp.where(on, n.backlog, 0.0).ravel(), link.ravel(), thresholds.shape[0]
         )

@@ -415,3 +415,22 @@ def test_a_flow_with_nothing_left_to_send_or_queued_is_complete_even_a_byte_shor
     assert fct_after_one_step(0.0) > 0
     # an MTU more than one step serves still queued after the step: not complete yet
     assert fct_after_one_step(BW / 8 * env.dt + MTU_BYTES) == -1.0
+
+
+def test_a_raw_trace_vmaps_over_episodes_like_one_at_a_time():
+    """network.trace under vmap (the ns-3 incast bench runs 16 at once): each episode's
+    queue trace is the one it gives alone. A record closing over the batched params used
+    to trip the slot-prefix batching rule (AssertionError)."""
+    env = long_env("dctcp", 4, 1e6, ())
+    p = env.n_ports
+    per_link = env._per_link(EcnThresholds(jnp.full(p, 20e3), jnp.full(p, 20e3), jnp.ones(p)))
+
+    def queues(key: jax.Array) -> jax.Array:
+        _, state = env.reset(key)
+        return network.trace(state.params, state.net, per_link, env.dt, "dctcp", 400)[1][0]
+
+    keys = jax.random.split(jax.random.key(3), 2)
+    together = np.asarray(jax.jit(jax.vmap(queues))(keys))
+    alone = np.stack([np.asarray(queues(k)) for k in keys])
+    assert together.max() > 0
+    np.testing.assert_allclose(together, alone, rtol=1e-5, atol=1.0)
