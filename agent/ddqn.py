@@ -6,6 +6,9 @@ Read top to bottom, CleanRL-style:
                         one Q-value per template action; every port of a switch shares it
     epsilon(step)       exploration, decaying exponentially (ACC §4.2)
     select_actions      ε-greedy per port
+    decide              one switch's whole decision (features, network, ε-greedy, template,
+                        the idle rule) as one pure function: jitted once per port count
+                        for the controller, run inside the simulator by the evaluator
     td_loss             the double-Q target: a* = argmax_a Q_online(s', a),
                         y = r + γ·Q_target(s', a*), Huber loss on Q_online(s, a) − y
     update              one Adam step; the target network is a periodic hard copy
@@ -23,6 +26,7 @@ its setting. Training in the simulator is in agent/train.py.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -43,7 +47,7 @@ from ecntune.agent.nets import (
     restore,
     save_checkpoint,
 )
-from ecntune.agent.policy import hold_idle_ports
+from ecntune.agent.policy import compiled
 from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 
 FORMAT = "ecntune-ddqn/1"
@@ -112,6 +116,42 @@ def select_actions(
     random = jax.random.randint(k_action, greedy.shape, 0, n_actions)
     explore = jax.random.uniform(k_explore, greedy.shape) < eps
     return jnp.where(explore, random, greedy)
+
+
+def hold_idle_ports(chosen: EcnThresholds, history: PortTelemetry) -> EcnThresholds:
+    """ACC §4.3: a port that sent nothing in the last interval keeps its setting (no
+    inference needed, no churn), unless it has none yet (kmax 0, the register's reset)."""
+    idle = jnp.asarray(history.tx_bytes)[-1] <= 0
+    keep = idle & (jnp.asarray(history.kmax_bytes)[-1] > 0)
+    current = (history.kmin_bytes, history.kmax_bytes, history.pmax)
+    return EcnThresholds(
+        *(
+            jnp.where(keep, jnp.asarray(c, jnp.float32)[-1], jnp.asarray(x, jnp.float32))
+            for x, c in zip(chosen, current, strict=True)
+        )
+    )
+
+
+def decide(
+    graph: nnx.GraphDef,
+    template: ActionTemplate,
+    features: FeatureSet,
+    params: nnx.State,
+    history: PortTelemetry,
+    key: jax.Array | None = None,
+    eps: jax.Array | float = 0.0,
+) -> tuple[jax.Array, jax.Array, EcnThresholds]:
+    """One switch's decision from k intervals of its ports' telemetry: (observation,
+    action per port, setting per port). Greedy without a key, ε-greedy with one. One pure
+    function so the controller runs it as one compiled call (no op-by-op JAX per interval)
+    and the simulator runs exactly the same decision inside its scan."""
+    obs = observation(history, features)
+    if key is None:
+        actions = jnp.argmax(q_values(graph, params, obs), axis=-1)
+    else:
+        actions = select_actions(graph, params, obs, key, eps)
+    chosen = template.thresholds(actions, jnp.asarray(history.link_bps)[-1])
+    return obs, actions, hold_idle_ports(chosen, history)
 
 
 class Transition(NamedTuple):
@@ -225,34 +265,46 @@ class DdqnPolicy:
         self.learner = init_learner(config, params)
         self.key = jax.random.key(seed)
         self.steps = 0
-        self._last: tuple[np.ndarray, np.ndarray] | None = None
+        self._last: tuple[jax.Array, jax.Array] | None = None
         self._replay: Replay | None = None
-        self._greedy = jax.jit(lambda p, o: jnp.argmax(q_values(self.graph, p, o), axis=-1))
-        self._select = jax.jit(lambda p, o, k, e: select_actions(self.graph, p, o, k, e))
+        self.decide = functools.partial(decide, self.graph, self.template, config.features)
+        self._greedy = compiled(self.decide, self.acting_params)
+        self._explore = compiled(self._explore_step, self.acting_params)
+        self._observe = compiled(lambda _, h: observation(h, config.features), None)
         self._update = jax.jit(lambda lr, b: update(self.config, self.graph, lr, b))
 
     @property
     def params(self) -> nnx.State:
         return self.learner.params
 
+    @property
+    def acting_params(self) -> nnx.State:
+        """The parameters `decide` takes (what the evaluator runs in the simulator)."""
+        return self.learner.params
+
     def act(self, history: PortTelemetry) -> EcnThresholds:
-        obs = np.asarray(observation(history, self.config.features), np.float32)  # (ports, F)
         if self.online:
-            self.key, k = jax.random.split(self.key)
-            eps = epsilon(self.config, self.steps)
-            actions = np.asarray(self._select(self.params, obs, k, eps))
+            self.key, (obs, actions, chosen) = self._explore(
+                self.params, history, self.key, self.steps
+            )
         else:
-            actions = np.asarray(self._greedy(self.params, obs))
-        chosen = self.template.thresholds(actions, np.asarray(history.link_bps)[-1])
+            obs, actions, chosen = self._greedy(self.params, history)
         self._last = (obs, actions)
-        return EcnThresholds(*(np.asarray(x, np.float64) for x in hold_idle_ports(chosen, history)))
+        return EcnThresholds(*(np.asarray(x, np.float64) for x in chosen))
+
+    def _explore_step(
+        self, params: nnx.State, history: PortTelemetry, key: jax.Array, step: jax.Array
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array, EcnThresholds]]:
+        """ε-greedy decision, with the key for the next one."""
+        key, k = jax.random.split(key)
+        return key, self.decide(params, history, k, epsilon(self.config, step))
 
     def observe(self, history: PortTelemetry, reward: Any) -> None:
         """Online fine-tuning: the interval after the last act() is its outcome."""
         if not self.online or self._last is None:
             return
         obs, actions = self._last
-        next_obs = np.asarray(observation(history, self.config.features), np.float32)
+        next_obs = self._observe(None, history)
         batch = Transition(
             jnp.asarray(obs),
             jnp.asarray(actions, jnp.int32),

@@ -9,6 +9,9 @@ Read top to bottom, PureJaxRL-style:
     ppo_loss            clipped surrogate (ε = 0.2) + entropy bonus for the actor, squared
                         error for the critic
     update              epochs × minibatches of Adam steps; actor lr 4e-4, critic lr 1e-3
+    decide              one switch's whole decision (features, actor, greedy or sampled
+                        action, template) as one pure function: jitted once per port count
+                        for the controller, run inside the simulator by the evaluator
     IppoPolicy          the trained agent behind agent/policy.py's interface: greedy when
                         deployed, sampling with a decaying temperature when fine-tuning
                         online (PET's exploration decay)
@@ -20,6 +23,7 @@ ports share its parameters. Training in the simulator is agent/train.py.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,6 +37,7 @@ from flax import nnx
 from ecntune.agent.actions import ACC_PMAX, ActionTemplate, acc_template
 from ecntune.agent.features import FeatureSet, observation, observation_size
 from ecntune.agent.nets import apply, load_checkpoint, mlp, restore, save_checkpoint
+from ecntune.agent.policy import compiled
 from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 
 FORMAT = "ecntune-ippo/1"
@@ -188,6 +193,30 @@ def temperature(config: IppoConfig, step: jax.Array | int) -> jax.Array:
     return config.temperature_end + (config.temperature_start - config.temperature_end) * decay
 
 
+def decide(
+    actor: nnx.GraphDef,
+    template: ActionTemplate,
+    features: FeatureSet,
+    params: nnx.State,
+    history: PortTelemetry,
+    key: jax.Array | None = None,
+    temp: jax.Array | float = 1.0,
+) -> tuple[jax.Array, jax.Array, jax.Array, EcnThresholds]:
+    """One switch's decision from k intervals of its ports' telemetry with the actor's
+    parameters: (observation, action and its log-probability per port, setting per port).
+    Greedy without a key, sampled at temperature `temp` with one. One pure function so the
+    controller runs it as one compiled call and the simulator runs the same decision."""
+    obs = observation(history, features)
+    logits = apply(actor, params, obs)
+    if key is None:
+        actions = jnp.argmax(logits, axis=-1)
+    else:
+        actions = jax.random.categorical(key, logits / temp)
+    log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), actions[:, None], axis=-1)[:, 0]
+    chosen = template.thresholds(actions, jnp.asarray(history.link_bps)[-1])
+    return obs, actions, log_prob, chosen
+
+
 # -- the trained agent, as the controller and the simulator use it ----------------------------
 
 
@@ -204,8 +233,11 @@ class IppoPolicy:
         self.key = jax.random.key(0)
         self.steps = 0
         self._rollout: list[tuple[np.ndarray, ...]] = []
-        self._last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._logits = jax.jit(lambda p, o: apply(self.nets.actor, p.actor, o))
+        self._last: tuple[jax.Array, jax.Array, jax.Array] | None = None
+        self.decide = functools.partial(decide, self.nets.actor, self.template, config.features)
+        self._greedy = compiled(self.decide, self.acting_params)
+        self._explore = compiled(self._explore_step, self.acting_params)
+        self._observe = compiled(lambda _, h: observation(h, config.features), None)
         self._update = jax.jit(lambda lr, b, k: update(config, self.nets, lr, b, k))
         self._values = jax.jit(lambda p, o: value(self.nets, p, o))
 
@@ -213,18 +245,28 @@ class IppoPolicy:
     def params(self) -> Params:
         return self.learner.params
 
+    @property
+    def acting_params(self) -> nnx.State:
+        """The parameters `decide` takes (what the evaluator runs in the simulator)."""
+        return self.learner.params.actor
+
     def act(self, history: PortTelemetry) -> EcnThresholds:
-        obs = np.asarray(observation(history, self.config.features), np.float32)
-        logits = self._logits(self.params, obs)
         if self.online:
-            self.key, k = jax.random.split(self.key)
-            t = temperature(self.config, self.steps)
-            actions = np.asarray(jax.random.categorical(k, logits / t))
+            self.key, (obs, actions, log_prob, chosen) = self._explore(
+                self.acting_params, history, self.key, self.steps
+            )
         else:
-            actions = np.asarray(jnp.argmax(logits, axis=-1))
-        log_prob = np.asarray(jax.nn.log_softmax(logits)[np.arange(len(actions)), actions])
+            obs, actions, log_prob, chosen = self._greedy(self.acting_params, history)
         self._last = (obs, actions, log_prob)
-        return self.template.thresholds(actions, np.asarray(history.link_bps)[-1])
+        return EcnThresholds(*(np.asarray(x, np.float64) for x in chosen))
+
+    def _explore_step(
+        self, actor: nnx.State, history: PortTelemetry, key: jax.Array, step: jax.Array
+    ) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array, EcnThresholds]]:
+        """A decision sampled at the decaying temperature, with the key
+        for the next one."""
+        key, k = jax.random.split(key)
+        return key, self.decide(actor, history, k, temperature(self.config, step))
 
     def observe(self, history: PortTelemetry, reward: Any) -> None:
         """Online fine-tuning: collect `rollout` intervals, then one PPO update on them."""
@@ -237,7 +279,7 @@ class IppoPolicy:
         if len(self._rollout) < 32:
             return
         o, a, lp, r = (np.stack(x) for x in zip(*self._rollout, strict=True))  # (T, ports, ...)
-        next_obs = np.asarray(observation(history, self.config.features), np.float32)
+        next_obs = self._observe(None, history)
         values = self._values(self.params, o)
         adv, target = gae(
             jnp.asarray(r), values, jnp.zeros_like(values), self._values(self.params, next_obs),

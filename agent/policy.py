@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ecntune.agent.static import StaticPolicy
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.agent.telemetry import EcnThresholds, PortTelemetry, stacked, unstacked
 
 
 @runtime_checkable
@@ -63,49 +63,37 @@ def load_policy(spec: str | Policy) -> Policy:
     raise ValueError(f"unknown policy kind {kind!r} (known: static, {', '.join(LEARNED_KINDS)})")
 
 
-def hold_idle_ports(chosen: EcnThresholds, history: PortTelemetry) -> EcnThresholds:
-    """ACC §4.3: a port that sent nothing in the last interval keeps its setting (no
-    inference needed, no churn), unless it has none yet (kmax 0, the register's reset)."""
-    import jax.numpy as jnp
-
-    idle = jnp.asarray(history.tx_bytes)[-1] <= 0
-    current = (history.kmin_bytes, history.kmax_bytes, history.pmax)
-    keep = idle & (jnp.asarray(history.kmax_bytes)[-1] > 0)
-    return EcnThresholds(
-        *(
-            jnp.where(keep, jnp.asarray(c, jnp.float32)[-1], jnp.asarray(x, jnp.float32))
-            for x, c in zip(chosen, current, strict=True)
-        )
-    )
-
-
 def greedy_function(policy: Policy) -> tuple[Callable[[Any, PortTelemetry], EcnThresholds], Any]:
     """`(act, params)`: the policy's greedy decision as a pure JAX function of its parameters
     and the telemetry history, so the simulator can run it inside jit/vmap/scan (the
-    evaluator runs every policy this way). Same decisions as `policy.act` without learning."""
-    import jax.numpy as jnp
-
-    from ecntune.agent.features import observation
-    from ecntune.agent.nets import apply
-
+    evaluator runs every policy this way). The very function `policy.act` compiles
+    (its `decide`, without exploration), so the same decisions."""
     if isinstance(policy, StaticPolicy):
         return (lambda _params, history: policy.act(history)), None
-    kind = type(policy).__name__
-    if kind == "DdqnPolicy":
-        graph, template, feats = policy.graph, policy.template, policy.config.features
+    if not hasattr(policy, "decide"):
+        raise TypeError(f"{policy.name}: no pure JAX form for a {type(policy).__name__}")
+    return (lambda params, history: policy.decide(params, history)[-1]), policy.acting_params
 
-        def acc(params: Any, history: PortTelemetry) -> EcnThresholds:
-            action = jnp.argmax(apply(graph, params, observation(history, feats)), axis=-1)
-            chosen = template.thresholds(action, jnp.asarray(history.link_bps)[-1])
-            return hold_idle_ports(chosen, history)
 
-        return acc, policy.params
-    if kind == "IppoPolicy":
-        actor, template, feats = policy.nets.actor, policy.template, policy.config.features
+def compiled(fn: Callable[..., Any], params: Any) -> Callable[..., Any]:
+    """`fn(params, history, *rest)` as one compiled call for the controller's every interval
+    (compiled once per port count). Called as `fn` is; underneath, the parameters go in as
+    a flat list of device arrays, flattened once per parameter object, and the telemetry
+    `stacked` into one array: jit's dispatch of a Flax state (flattened, and its NumPy
+    leaves copied, on every call) and of 14 separate fields cost more than the decision."""
+    import jax
 
-        def pet(params: Any, history: PortTelemetry) -> EcnThresholds:
-            action = jnp.argmax(apply(actor, params, observation(history, feats)), axis=-1)
-            return template.thresholds(action, jnp.asarray(history.link_bps)[-1])
+    treedef = jax.tree.structure(params)
 
-        return pet, policy.params.actor
-    raise TypeError(f"{policy.name}: no pure JAX form for a {kind}")
+    def flat(leaves: list[Any], history: Any, *rest: Any) -> Any:
+        return fn(jax.tree.unflatten(treedef, leaves), unstacked(history), *rest)
+
+    run = jax.jit(flat)
+    last: list[Any] = [object(), None]  # the parameter object last seen, its device leaves
+
+    def call(p: Any, history: PortTelemetry, *rest: Any) -> Any:
+        if last[0] is not p:
+            last[:] = [p, [jax.device_put(x) for x in jax.tree.leaves(p)]]
+        return run(last[1], stacked(history), *rest)
+
+    return call

@@ -43,3 +43,6 @@ def acc_reward(t: PortTelemetry, w: RewardWeights = LATENCY_FIRST) -> Array:
 def pet_reward(t: PortTelemetry, w: RewardWeights = LATENCY_FIRST) -> Array:
     alpha = alpha_bytes(t.link_bps)
     return w.throughput * utilisation(t) + w.delay / (1.0 + mean_queue_bytes(t) / alpha)
+
+
+REWARDS = {"acc": acc_reward, "pet": pet_reward}  # by the algorithm whose paper defines it

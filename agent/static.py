@@ -23,8 +23,10 @@ simulator treat "static" and "learned" the same way.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 
 from ecntune.agent.actions import KB, alpha_bytes
@@ -110,7 +112,14 @@ class StaticPolicy:
         return f"static:{self.preset}"
 
     def act(self, history: PortTelemetry) -> EcnThresholds:
-        link_bps = jnp.asarray(history.link_bps)[-1]
-        if self.preset in PRESETS:
-            return PRESETS[self.preset](link_bps)
-        return explicit(self.preset, link_bps)
+        return _settings(self.preset, history.link_bps)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _settings(preset: str, link_bps_history: Array) -> EcnThresholds:
+    """A static policy's answer for the ports' latest speeds, compiled once per preset and
+    port count: the controller calls it every interval (no op-by-op JAX there)."""
+    link_bps = jnp.asarray(link_bps_history)[-1]
+    if preset in PRESETS:
+        return PRESETS[preset](link_bps)
+    return explicit(preset, link_bps)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import numpy as np
+
 Array = Any  # numpy or jax array (or a Python scalar)
 
 
@@ -42,3 +44,17 @@ class EcnThresholds(NamedTuple):
     kmin_bytes: Array
     kmax_bytes: Array
     pmax: Array
+
+
+def stacked(t: PortTelemetry) -> np.ndarray:
+    """Every field in one float32 array of shape (fields, ...): a compiled policy takes it
+    as one argument (one host-to-device copy instead of one per field, which cost more than
+    the decision itself). `unstacked` is the inverse, inside or outside jit."""
+    try:
+        return np.asarray(t, np.float32)  # fields of one shape: the common, fast case
+    except ValueError:  # scalars beside arrays
+        return np.stack(np.broadcast_arrays(*(np.asarray(x, np.float32) for x in t)))
+
+
+def unstacked(a: Array) -> PortTelemetry:
+    return PortTelemetry(*(a[i] for i in range(len(PortTelemetry._fields))))

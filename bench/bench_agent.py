@@ -1,9 +1,17 @@
-"""One decision for a 32-port switch: ACC and PET agents against the static preset.
+"""One decision for a 32-port switch, and the controller's whole interval around it.
 
-The controller calls `policy.act(history)` once per interval with k intervals of every
-port's telemetry; this is that call's wall time (features, network, template lookup,
-idle skipping) for the shipped checkpoints, with the static SECN1 policy — which does no
-inference — as the reference in the same run. One JSON object per line, medians.
+- decision_<policy>_32ports: the wall time of `policy.act(history)` (k intervals of every
+  port's telemetry in, one setting per port out: features, network, template lookup,
+  ACC's idle rule) for the shipped ACC and PET checkpoints and the static SECN1 preset.
+  Each policy's decision is one compiled call; the reference, in the same run, is the same
+  decision op by op (`jax.disable_jit()`: how the controller ran it before, 3.1 ms for ACC).
+  Issue 20's target: ≤ 100 µs median for the agents.
+- controller_tick_32ports: `SwitchLoop.tick` with the shipped ACC agent, one digest per
+  port decoded and checked before each tick (`on_digest`), then history, decision, clamp,
+  reward, guard and register encoding: what the controller spends per interval apart from
+  the P4Runtime I/O, against the same loop with the static SECN1 policy.
+
+One JSON object per line; medians over REPEATS calls after WARMUP calls (the first compiles).
 """
 
 from __future__ import annotations
@@ -11,21 +19,30 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable
 
+import jax
 import numpy as np
 
-from ecntune.agent.policy import load_policy
+from ecntune.agent.policy import Policy, load_policy
 from ecntune.agent.telemetry import PortTelemetry
+from ecntune.controller.loop import SwitchLoop
+from ecntune.controller.safety import Guard
+from ecntune.p4src import encoding as enc
 
 PORTS = 32
-REPEATS = 200
+REPEATS = 1000
+WARMUP = 50  # calls before timing: the first few hundred microsecond calls run slow
+LINK_BPS = 100e6
+INTERVAL_S = 0.1
+AGENTS = ("acc:default", "pet:agent/checkpoints/pet-star8.msgpack")
 
 
 def history(rng: np.random.Generator) -> PortTelemetry:
     f = np.ones((3, PORTS))
     tx = rng.uniform(0, 1.25e6, (3, PORTS))
     return PortTelemetry(
-        interval_s=0.1 * f, link_bps=100e6 * f, tx_bytes=tx, tx_pkts=tx / 1500,
+        interval_s=INTERVAL_S * f, link_bps=LINK_BPS * f, tx_bytes=tx, tx_pkts=tx / 1500,
         marked_bytes=0.1 * tx, marked_pkts=0.1 * tx / 1500,
         qdepth_sum_bytes=rng.uniform(0, 5e5, (3, PORTS)), qdepth_samples=tx / 1500 + 1,
         qdepth_max_bytes=rng.uniform(0, 1e5, (3, PORTS)), kmin_bytes=5000 * f,
@@ -34,26 +51,87 @@ def history(rng: np.random.Generator) -> PortTelemetry:
     )  # fmt: skip
 
 
-def median_ms(policy, rng: np.random.Generator) -> float:
-    policy.act(history(rng))  # compile
+def median_us(call: Callable[[], object], repeats: int = REPEATS) -> float:
+    for _ in range(WARMUP):
+        call()  # the first compiles
     times = []
-    for _ in range(REPEATS):
-        h = history(rng)
+    for _ in range(repeats):
         t = time.perf_counter()
-        policy.act(h)
-        times.append((time.perf_counter() - t) * 1e3)
+        call()
+        times.append((time.perf_counter() - t) * 1e6)
     return statistics.median(times)
+
+
+def decision(policy: Policy, rng: np.random.Generator) -> tuple[float, float]:
+    """(compiled, op by op) median µs of one decision on fresh telemetry each call."""
+    inputs = [history(rng) for _ in range(64)]
+    feed = iter(inputs * (REPEATS + WARMUP))
+    compiled = median_us(lambda: policy.act(next(feed)))
+    with jax.disable_jit():
+        eager = median_us(lambda: policy.act(next(feed)), repeats=REPEATS // 50)
+    return compiled, eager
+
+
+def digest(port: int, regs: enc.EcnRegisters | None, rng: np.random.Generator) -> dict[str, int]:
+    """One port's interval, with the registers the controller wrote (as the switch reports)."""
+    regs = regs or enc.EcnRegisters(0, 0, 0, 0)
+    tx = int(rng.uniform(1e5, LINK_BPS / 8 * INTERVAL_S))
+    d = dict.fromkeys(enc.DIGEST_FIELDS, 0)
+    d.update(kmin=regs.kmin, kmax=regs.kmax, pmax=regs.pmax_bp)
+    d.update(port=port, interval_us=int(INTERVAL_S * 1e6), tx_bytes=tx, tx_pkts=tx // 1500,
+             marked_bytes=tx // 10, marked_pkts=tx // 15000,
+             qdepth_sum_bytes=(tx // 1500) * int(rng.uniform(0, 60_000)),
+             qdepth_samples=tx // 1500, qdepth_max_bytes=80_000)  # fmt: skip
+    return d
+
+
+def tick_us(policy: Policy, rng: np.random.Generator) -> float:
+    ports = dict.fromkeys(range(1, PORTS + 1), LINK_BPS)
+    guard = Guard(fallback_after=10**9, baseline_intervals=0)
+    loop = SwitchLoop(
+        "bench", ports, policy, load_policy("static:secn1"), interval_s=INTERVAL_S,
+        buffer_bytes=1e6, guard=guard,
+    )  # fmt: skip
+    now = iter(range(10**9))
+
+    def one() -> None:
+        for port in range(1, PORTS + 1):
+            loop.on_digest(digest(port, loop.ports[port].written, rng))
+        loop.tick(next(now) * INTERVAL_S)
+
+    return median_us(one)
+
+
+def emit(record: dict) -> None:
+    print(json.dumps(record), flush=True)
 
 
 def main() -> None:
     rng = np.random.default_rng(0)
-    reference = median_ms(load_policy("static:secn1"), rng)
-    for spec in ("acc:default", "pet:agent/checkpoints/pet-star8.msgpack"):
-        ms = median_ms(load_policy(spec), rng)
-        print(json.dumps({
-            "bench": f"decision_{spec.split(':')[0]}_{PORTS}ports", "median_ms": round(ms, 3),
-            "static_secn1_median_ms": round(reference, 3), "ratio": round(ms / reference, 2),
-        }), flush=True)  # fmt: skip
+    static_us, static_eager_us = decision(load_policy("static:secn1"), rng)
+    emit({
+        "bench": f"decision_static_{PORTS}ports", "median_us": round(static_us, 1),
+        "op_by_op_median_us": round(static_eager_us, 1),
+        "speedup": round(static_eager_us / static_us, 1), "reference": "the same, op by op",
+    })  # fmt: skip
+    for spec in AGENTS:
+        us, eager_us = decision(load_policy(spec), rng)
+        emit({
+            "bench": f"decision_{spec.split(':')[0]}_{PORTS}ports", "median_us": round(us, 1),
+            "op_by_op_median_us": round(eager_us, 1), "speedup": round(eager_us / us, 1),
+            "static_secn1_median_us": round(static_us, 1),
+            "ratio_to_static": round(us / static_us, 2),
+            "goal_us": 100, "reference": "the same decision op by op; static SECN1",
+        })  # fmt: skip
+    static_tick = tick_us(load_policy("static:secn1"), rng)
+    acc_tick = tick_us(load_policy("acc:default"), rng)
+    emit({
+        "bench": f"controller_tick_{PORTS}ports", "policy": "acc:default",
+        "median_us": round(acc_tick, 1), "static_secn1_median_us": round(static_tick, 1),
+        "ratio_to_static": round(acc_tick / static_tick, 2),
+        "includes": "32 digests decoded and checked, history, decision, clamp, reward, guard, "
+        "register encoding (no P4Runtime I/O)",
+    })  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -12,31 +12,40 @@ logic is tested without a switch.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import jax
 import numpy as np
 
 from ecntune.agent.features import HISTORY, utilisation
 from ecntune.agent.policy import LearningPolicy, Policy
-from ecntune.agent.rewards import acc_reward, pet_reward
-from ecntune.agent.telemetry import PortTelemetry
+from ecntune.agent.rewards import REWARDS
+from ecntune.agent.telemetry import PortTelemetry, stacked, unstacked
 from ecntune.controller.safety import BUSY_UTILIZATION, Guard, check_telemetry, clamp
 from ecntune.p4src import encoding as enc
 
 log = logging.getLogger("ecntune.controller")
 
 CONFIRM_WITHIN = 3  # digests after a write that may still show the old setting
-REWARDS = {"acc": acc_reward, "pet": pet_reward}
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _outcome(reward_kind: str, now: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Every port's reward for the interval and whether it was busy, from `stacked`
+    telemetry as one compiled call (once per port count; op by op this cost more than the
+    agent's decision)."""
+    t = unstacked(now)
+    return REWARDS[reward_kind](t), utilisation(t) >= BUSY_UTILIZATION
 
 
 @dataclass
 class PortState:
     link_bps: float
-    history: deque[PortTelemetry] = field(default_factory=lambda: deque(maxlen=HISTORY))
     arrived: list[PortTelemetry] = field(default_factory=list)
     written: enc.EcnRegisters | None = None
     written_at: float = -1e9
@@ -81,12 +90,15 @@ class SwitchLoop:
         reward: str = "acc",
         min_write_interval_s: float = 0.0,
     ) -> None:
+        if reward not in REWARDS:
+            raise ValueError(f"unknown reward {reward!r} (known: {', '.join(REWARDS)})")
         self.switch, self.policy, self.fallback = switch, policy, fallback
         self.ports = {p: PortState(bw) for p, bw in sorted(ports.items())}
         self.interval_s, self.buffer_bytes = interval_s, buffer_bytes
-        self.guard, self.reward_fn = guard, REWARDS[reward]
+        self.guard, self.reward_kind = guard, reward
         self.min_write_interval_s = min_write_interval_s
         self.reported_transitions = 0  # guard transitions already written into rows
+        self.history: deque[PortTelemetry] = deque(maxlen=HISTORY)  # (ports,) per interval
         self._warm_up()
 
     # -- telemetry in ----------------------------------------------------------------------
@@ -133,7 +145,8 @@ class SwitchLoop:
                 s.arrived = []
             else:
                 latest[port] = self._idle(s)
-            s.history.append(latest[port])
+        now_stacked = self._stack(list(latest.values()))
+        self.history.append(now_stacked)
         history = self._history()
 
         use_agent = self.guard.agent_active
@@ -155,9 +168,7 @@ class SwitchLoop:
             "mode_change": self._new_transitions(),
         }
 
-        now_stacked = self._stack(list(latest.values()))
-        rewards = np.asarray(self.reward_fn(now_stacked))
-        busy = np.asarray(utilisation(now_stacked)) >= BUSY_UTILIZATION
+        rewards, busy = (np.asarray(x) for x in _outcome(self.reward_kind, stacked(now_stacked)))
         reward = float(np.mean(rewards[busy])) if busy.any() else None
         self.guard.record(reward)
         if use_agent and isinstance(self.policy, LearningPolicy):
@@ -183,11 +194,14 @@ class SwitchLoop:
     # -- helpers -----------------------------------------------------------------------------
 
     def _warm_up(self) -> None:
-        """Call the policy once before any traffic: a jitted agent compiles on its first call,
-        which on a busy machine took longer than a short demo's whole agent phase and
-        stalled every tick behind it. A policy that fails here is benched at once."""
+        """Call the policy, the fallback and the reward once before any traffic: each compiles
+        on its first call, which for an agent on a busy machine took longer than a short
+        demo's whole agent phase and stalled every tick behind it. A policy that fails here
+        is benched at once."""
         idle = self._stack([self._idle(s) for s in self.ports.values()])
         history = PortTelemetry(*(np.stack([col] * HISTORY) for col in idle))
+        _outcome(self.reward_kind, stacked(idle))  # compiles too
+        clamp(self.fallback.act(history), self.buffer_bytes)
         try:
             clamp(self.policy.act(history), self.buffer_bytes)
         except Exception as e:
@@ -205,21 +219,15 @@ class SwitchLoop:
         )  # fmt: skip
 
     def _history(self) -> PortTelemetry:
-        """Fields of shape (k, ports), oldest first; short histories repeat their oldest."""
-        per_step = []
-        for k in range(HISTORY):
-            step = []
-            for s in self.ports.values():
-                h = list(s.history)
-                step.append(h[max(0, len(h) - HISTORY + k)])
-            per_step.append(self._stack(step))
-        return PortTelemetry(*(np.stack(col) for col in zip(*per_step, strict=True)))
+        """Fields of shape (k, ports), oldest first; a short history repeats its oldest."""
+        h = list(self.history)
+        h = [h[0]] * (HISTORY - len(h)) + h
+        return PortTelemetry(*(np.stack(col) for col in zip(*h, strict=True)))
 
     @staticmethod
     def _stack(records: list[PortTelemetry]) -> PortTelemetry:
-        return PortTelemetry(
-            *(np.asarray(col, dtype=np.float64) for col in zip(*records, strict=True))
-        )
+        """One interval of several ports: fields of shape (ports,)."""
+        return PortTelemetry(*np.array(records, dtype=np.float64).T)
 
     def _new_transitions(self) -> str | None:
         """The guard's mode changes not yet written into rows: "fallback: why; ..." or None."""

@@ -24,14 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ecntune.agent.features import HISTORY, observation
-from ecntune.agent.rewards import LATENCY_FIRST, RewardWeights, acc_reward, pet_reward
+from ecntune.agent.rewards import LATENCY_FIRST, REWARDS, RewardWeights
 from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 from ecntune.sim import network, transport
 from ecntune.sim.fabric import MTU_BYTES, Fabric, build
 from ecntune.sim.schedule import PathTable, Traffic, TrafficParams, path_table, sample
 from ecntune.topology import Topology
 
-REWARDS = {"acc": acc_reward, "pet": pet_reward}
 RTT_STEPS = 20  # simulator steps per (shortest) base RTT, at least
 
 

@@ -74,10 +74,9 @@ import jax.numpy as jnp
 
 from ecntune.agent.actions import MTU_BYTES, ActionTemplate, alpha_bytes
 from ecntune.agent.features import HISTORY, observation
-from ecntune.agent.rewards import THROUGHPUT_FIRST, RewardWeights, acc_reward, pet_reward
+from ecntune.agent.rewards import REWARDS, THROUGHPUT_FIRST, RewardWeights
 from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 
-REWARDS = {"acc": acc_reward, "pet": pet_reward}
 BULK, INCAST = 0, 1
 
 
