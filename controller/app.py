@@ -15,11 +15,13 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 import finsy as fy
 from finsy.p4client import P4ClientError
@@ -61,6 +63,19 @@ class TelemetryLog:
             self.f.close()
 
 
+class TickTiming(NamedTuple):
+    """How long one decision interval's work took in the controller (perf_counter seconds):
+    what bench/bench_control_loop.py reports, kept for the last TIMINGS_KEPT ticks."""
+
+    decide_s: float  # SwitchLoop.tick: history, decision, clamp, reward, guard, encoding
+    applied_s: float  # from the tick's start until the switch acknowledged its writes
+    ports_written: int
+    digest_age_s: float  # from the newest digest received to the tick's start
+
+
+TIMINGS_KEPT = 10_000
+
+
 class SwitchRunner:
     """One switch: its finsy connection, its loop, its write path."""
 
@@ -80,6 +95,8 @@ class SwitchRunner:
         self.write_path = config.write_path
         self.ready = asyncio.Event()
         self.config_acks = 0  # PacketIns acknowledging PacketOut writes (counted, not kept)
+        self.timings: deque[TickTiming] = deque(maxlen=TIMINGS_KEPT)
+        self.last_digest_at = math.nan  # perf_counter of the newest digest list
         self.switch = fy.Switch(
             name,
             config.address(name),
@@ -137,6 +154,7 @@ class SwitchRunner:
 
     async def _read_digests(self, sw: fy.Switch) -> None:
         async for digest_list in sw.read_digests(enc.DIGEST):
+            self.last_digest_at = time.perf_counter()
             for sample in digest_list:
                 self.loop.on_digest(sample)
             await sw.write([digest_list.ack()])
@@ -155,8 +173,16 @@ class SwitchRunner:
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
             # one decision per interval; intervals missed while busy are skipped, not replayed
             next_at = max(next_at + interval, time.monotonic())
+            start = time.perf_counter()
             decision = self.loop.tick(time.time())
+            decided = time.perf_counter()
             await self.write_thresholds(decision.writes)
+            self.timings.append(
+                TickTiming(
+                    decided - start, time.perf_counter() - start, len(decision.writes),
+                    start - self.last_digest_at,
+                )
+            )  # fmt: skip
             self.log.write(decision.rows)
             self._checkpoint()
 

@@ -100,11 +100,17 @@ def total(rs: list[dict], key: str) -> float:
 
 def test_digests_count_known_traffic_exactly(fabric: Fabric, tmp_path: Path):
     log = tmp_path / "telemetry.jsonl"
-    with controller(fabric, log, HIGH):
+    with controller(fabric, log, HIGH) as ctl:
         time.sleep(0.5)
         t0 = time.time()
         send(fabric, ["h1", "h2"], 50)  # 100 packets fit the 128-packet queue: no drops
         flush(fabric)
+        timings = list(ctl.runners["s1"].timings)
+    # the controller timed every tick (bench/bench_control_loop.py reports these), and the
+    # digests the traffic caused arrived before later ticks
+    assert len(timings) >= 5
+    assert all(0 < t.decide_s <= t.applied_s for t in timings)
+    assert any(0 <= t.digest_age_s < 10 * INTERVAL for t in timings)
     rs = rows(log, since=t0)
     assert total(rs, "tx_pkts") == 100  # the flush packet opens the next interval
     assert total(rs, "tx_bytes") == 100 * FRAME

@@ -1,0 +1,159 @@
+"""The control loop on a live switch: digests in, thresholds applied, every interval.
+
+The real controller (controller/app.py: finsy, gRPC, the pure loop) drives the embedded
+switch on n veth pairs (n = 1, 8, 32) while a sender process keeps every port busy, so
+every interval brings a digest per port. Per tick, the controller's own timings
+(`SwitchRunner.timings`):
+
+- decide: `SwitchLoop.tick` (history, the compiled decision, clamp, reward, guard,
+  register encoding);
+- applied: from the tick's start until the switch acknowledged the RegisterEntry writes,
+  i.e. the new thresholds are in the data plane (P4Runtime Write returns once applied);
+- digest_to_applied: from the newest digest's arrival until then, which includes waiting
+  for the tick (ticks are periodic, ACC §4: one decision per interval).
+
+Policies side by side in one run: the shipped ACC agent, and as the reference a static
+policy that alternates between two settings so that, like a busy agent, it writes every
+port on every tick without any inference. Issue 20's target: applied p99 <= 5 ms at 32
+ports. Also decisions per second the loop could sustain (1 / median applied).
+
+Needs root (veths, raw sockets). One JSON object per line; BMv2 where installed is not
+measured yet (its server has no RegisterEntry writes: thresholds go by PacketOut there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import socket
+import statistics
+import sys
+import time
+from typing import Any
+
+import numpy as np
+from bench_switch import frame  # the switch bench's frames (bench/ is on sys.path)
+
+from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.controller.app import TickTiming, run_in_background
+from ecntune.controller.config import ControllerConfig
+from ecntune.testbed import Testbed
+from ecntune.topology import single_switch
+
+PORTS = (1, 8, 32)
+INTERVAL_S = 0.02
+RUN_S = 6.0
+SEND_PPS_PER_PORT = 200  # enough for a digest per port per interval, little load
+
+
+class Alternating:
+    """Two static settings in turn: every tick writes every port, with no inference."""
+
+    name = "static:alternating"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def act(self, history: PortTelemetry) -> EcnThresholds:
+        self.calls += 1
+        ones = np.ones_like(np.asarray(history.link_bps, np.float64)[-1])
+        kmin = 10_000.0 if self.calls % 2 else 20_000.0
+        return EcnThresholds(kmin * ones, 4 * kmin * ones, 0.1 * ones)
+
+
+def send(ifaces: list[str], stop: Any) -> None:
+    """SEND_PPS_PER_PORT small frames into every port, each to the next port's host."""
+    n = len(ifaces)
+    socks = []
+    for iface in ifaces:
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+        s.bind((iface, 0))
+        socks.append(s)
+    frames = [frame(i, i % n + 1, 1000) for i in range(1, n + 1)]
+    gap = 1.0 / SEND_PPS_PER_PORT
+    next_at = time.monotonic()
+    while not stop.is_set():
+        for s, f in zip(socks, frames, strict=True):
+            with contextlib.suppress(OSError):  # a full buffer: the next one goes
+                s.send(f)
+        next_at += gap
+        time.sleep(max(0.0, next_at - time.monotonic()))
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) * 1e3 if values else float("nan")
+
+
+def measure(n_ports: int, policy: object) -> dict[str, Any]:
+    rig = Testbed("embedded", n_ports, f"cl{n_ports}")
+    try:
+        rig.client.close()  # the controller becomes the primary from here
+        config = ControllerConfig(
+            topology=single_switch(n_ports, 1e9, name="bench"),
+            policy=policy,
+            switches={"s1": rig.spec.grpc_addr},
+            interval_s=INTERVAL_S,
+            baseline_intervals=0,
+            write_path="register",
+        )
+        ctx = mp.get_context("spawn")  # never fork a process that runs gRPC threads
+        stop = ctx.Event()
+        sender = ctx.Process(target=send, args=(rig.far_ends, stop), daemon=True)
+        with run_in_background(config) as controller:
+            runner = controller.runners["s1"]
+            sender.start()
+            try:
+                deadline = time.monotonic() + 30
+                while np.isnan(runner.last_digest_at) and time.monotonic() < deadline:
+                    time.sleep(0.05)  # until the traffic's first digest
+                time.sleep(5 * INTERVAL_S)
+                skip = len(runner.timings)
+                time.sleep(RUN_S)
+                timings: list[TickTiming] = list(runner.timings)[skip:]
+            finally:
+                stop.set()
+                sender.join(5)
+            mode = runner.loop.guard.mode
+    finally:
+        rig.close()
+    written = [t for t in timings if t.ports_written]
+    applied = [t.applied_s for t in written]
+    return {
+        "ticks": len(timings),
+        "ticks_writing": len(written),
+        "ports_written_median": statistics.median([t.ports_written for t in written] or [0]),
+        "decide_p50_ms": round(pct([t.decide_s for t in timings], 50), 3),
+        "decide_p99_ms": round(pct([t.decide_s for t in timings], 99), 3),
+        "applied_p50_ms": round(pct(applied, 50), 3),
+        "applied_p99_ms": round(pct(applied, 99), 3),
+        "digest_to_applied_p50_ms": round(
+            pct([t.digest_age_s + t.applied_s for t in written], 50), 3
+        ),
+        "digest_to_applied_p99_ms": round(
+            pct([t.digest_age_s + t.applied_s for t in written], 99), 3
+        ),
+        "decisions_per_s": round(1 / statistics.median(applied), 1) if applied else None,
+        "guard_mode": mode,
+    }
+
+
+def main() -> int:
+    if os.geteuid() != 0:
+        print(json.dumps({"bench": "control_loop", "skipped": "needs root (veths)"}))
+        return 0
+    for n in PORTS:
+        reference = measure(n, Alternating())
+        agent = measure(n, "acc:default")
+        print(json.dumps({
+            "bench": f"control_loop_{n}ports", "target": "embedded", "interval_s": INTERVAL_S,
+            "acc": agent, "static_alternating": reference,
+            "applied_p99_ratio": round(agent["applied_p99_ms"] / reference["applied_p99_ms"], 2),
+            "goal_applied_p99_ms": 5.0,
+        }), flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
