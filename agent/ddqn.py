@@ -48,6 +48,7 @@ from ecntune.agent.nets import (
     save_checkpoint,
 )
 from ecntune.agent.policy import compiled
+from ecntune.agent.rewards import Reward, trained_reward
 from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 
 FORMAT = "ecntune-ddqn/1"
@@ -260,6 +261,7 @@ class DdqnPolicy:
         name: str = "acc",
     ) -> None:
         self.config, self.online, self.name = config, online, name
+        self.reward = Reward("acc")  # what it was trained with: load() reads the checkpoint's
         self.graph, _ = build_network(config, jax.random.key(0))
         self.template = config.template
         self.learner = init_learner(config, params)
@@ -323,7 +325,8 @@ class DdqnPolicy:
             self.learner, _ = self._update(self.learner, self._replay.sample(0, k))
 
     def save(self, path: Path) -> None:
-        save(path, self.config, self.params, {"online_steps": self.steps})
+        meta = {"online_steps": self.steps, "reward": self.reward.to_meta()}
+        save(path, self.config, self.params, meta)
 
 
 def save(path: Path, config: DdqnConfig, params: nnx.State, meta: dict[str, Any]) -> None:
@@ -333,9 +336,11 @@ def save(path: Path, config: DdqnConfig, params: nnx.State, meta: dict[str, Any]
 def load(path: Path, online: bool = False) -> DdqnPolicy:
     """A policy from a checkpoint written by save() ("default": the shipped one)."""
     path = DEFAULT_CHECKPOINT if str(path) == "default" else Path(path)
-    fields, raw, _ = load_checkpoint(path, FORMAT, "ACC")
+    fields, raw, meta = load_checkpoint(path, FORMAT, "ACC")
     fields.setdefault("dueling", False)  # written before dueling heads: a plain MLP
     config = DdqnConfig(**fields)
     params = restore(build_network(config, jax.random.key(0))[1], raw["q"], path)
     name = "acc:default" if path == DEFAULT_CHECKPOINT else f"acc:{path}"
-    return DdqnPolicy(config, params, online=online, name=name)
+    policy = DdqnPolicy(config, params, online=online, name=name)
+    policy.reward = trained_reward(meta, "acc")
+    return policy

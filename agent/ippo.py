@@ -38,6 +38,7 @@ from ecntune.agent.actions import ACC_PMAX, ActionTemplate, acc_template
 from ecntune.agent.features import FeatureSet, observation, observation_size
 from ecntune.agent.nets import apply, load_checkpoint, mlp, restore, save_checkpoint
 from ecntune.agent.policy import compiled
+from ecntune.agent.rewards import Reward, trained_reward
 from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 
 FORMAT = "ecntune-ippo/1"
@@ -227,6 +228,7 @@ class IppoPolicy:
         self, config: IppoConfig, params: Params, online: bool = False, name: str = "pet"
     ) -> None:
         self.config, self.online, self.name = config, online, name
+        self.reward = Reward("pet")  # what it was trained with: load() reads the checkpoint's
         self.nets, _ = build_networks(config, jax.random.key(0))
         self.template = config.template
         self.learner = init_learner(config, params)
@@ -291,7 +293,8 @@ class IppoPolicy:
         self._rollout = []
 
     def save(self, path: Path) -> None:
-        save(path, self.config, self.params, {"online_steps": self.steps})
+        meta = {"online_steps": self.steps, "reward": self.reward.to_meta()}
+        save(path, self.config, self.params, meta)
 
 
 def save(path: Path, config: IppoConfig, params: Params, meta: dict[str, Any]) -> None:
@@ -299,10 +302,12 @@ def save(path: Path, config: IppoConfig, params: Params, meta: dict[str, Any]) -
 
 
 def load(path: Path, online: bool = False) -> IppoPolicy:
-    fields, raw, _ = load_checkpoint(path, FORMAT, "PET")
+    fields, raw, meta = load_checkpoint(path, FORMAT, "PET")
     config = IppoConfig(**fields)
     _, template = build_networks(config, jax.random.key(0))
     params = Params(
         restore(template.actor, raw["actor"], path), restore(template.critic, raw["critic"], path)
     )
-    return IppoPolicy(config, params, online=online, name=f"pet:{path}")
+    policy = IppoPolicy(config, params, online=online, name=f"pet:{path}")
+    policy.reward = trained_reward(meta, "pet")
+    return policy

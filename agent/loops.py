@@ -19,10 +19,12 @@ one network, trained by all switches through ACC's global replay, to every switc
 busy port is one agent sample per interval, as in the papers; idle ports (nothing sent in
 the interval) are left out of the learning, as ACC §4.3 skips their inference.
 
-ACC (§4.3): ε-greedy actions (ddqn.select_actions), busy ports' transitions into one
-replay (the global replay), one double-DQN update (ddqn.update) per interval of each
-copy once the buffer holds `min_buffer` samples, ε decaying per interval of each copy:
-the same learning per episode simulated whatever `envs` is.
+ACC (§4.3): ε-greedy actions (ddqn.select_actions), where a port idle in the last interval
+keeps its setting as deployed (ddqn.hold_idle_ports; its transition is left out: its action
+was not applied), busy ports' transitions into one replay (the global replay), one
+double-DQN update (ddqn.update) per interval of each copy once the buffer holds
+`min_buffer` samples, ε decaying per interval of each copy: the same learning per episode
+simulated whatever `envs` is.
 
 PET (§4.2): actions sampled from the actor for a whole round, GAE bootstrapped from the
 last value (the episode end is a time limit), then ippo.update's clipped-surrogate epochs
@@ -116,14 +118,18 @@ def make_acc_loop(env: Any, config: ddqn.DdqnConfig, envs: int = 8) -> Loop:
         eps = ddqn.epsilon(config, step)  # `step` counts episode-intervals: envs per interval
         action = ddqn.select_actions(graph, learner.params, _flat(obs), k_act, eps)
         action = action.reshape(obs.shape[:2])
-        th = template.thresholds(action, link_bps)
+        # ACC §4.3 as deployed (ddqn.decide): a port idle last interval keeps its setting,
+        # so its chosen action is not applied and its transition is not learnt from
+        h = state.history
+        held = (h.tx_bytes[:, -1] <= 0) & (h.kmax_bytes[:, -1] > 0)
+        th = jax.vmap(ddqn.hold_idle_ports)(template.thresholds(action, link_bps), h)
         next_obs, state, reward, _, info = jax.vmap(env.step)(state, th)
         busy = info["telemetry"].tx_bytes > 0
         batch = ddqn.Transition(
             _flat(obs), _flat(action), _flat(reward), _flat(next_obs),
             jnp.zeros(busy.size),  # a time limit truncates, it does not terminate
         )  # fmt: skip
-        replay = replay.add(batch, _flat(busy))
+        replay = replay.add(batch, _flat(busy & ~held))
 
         def learn(lr: ddqn.Learner) -> ddqn.Learner:
             def one(lr: ddqn.Learner, k: jax.Array) -> tuple[ddqn.Learner, None]:

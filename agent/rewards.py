@@ -46,3 +46,33 @@ def pet_reward(t: PortTelemetry, w: RewardWeights = LATENCY_FIRST) -> Array:
 
 
 REWARDS = {"acc": acc_reward, "pet": pet_reward}  # by the algorithm whose paper defines it
+
+
+class Reward(NamedTuple):
+    """A reward definition: which paper's formula and its weights. A checkpoint records the
+    one its agent was trained with, so the controller judges the agent by it (hashable: a
+    static argument of jitted code)."""
+
+    kind: str = "acc"
+    weights: RewardWeights = LATENCY_FIRST
+
+    def __call__(self, t: PortTelemetry) -> Array:
+        return REWARDS[self.kind](t, self.weights)
+
+    def to_meta(self) -> dict[str, object]:
+        return {"kind": self.kind, "weights": list(self.weights)}
+
+
+def trained_reward(meta: dict, algorithm: str) -> Reward:
+    """The reward a checkpoint's agent was trained with: recorded in its metadata, or for
+    checkpoints written before it was, the algorithm's own formula with the weights of the
+    scenario it trained on (the papers' latency-first weights where none were recorded)."""
+    if "reward" in meta:
+        kind, weights = meta["reward"]["kind"], meta["reward"]["weights"]
+    else:  # "scenarios" (a list) or, older still, one "scenario"
+        trained_on = meta.get("scenarios") or [meta.get("scenario")]
+        first = trained_on[0] if isinstance(trained_on[0], dict) else {}
+        kind, weights = algorithm, first.get("reward_weights") or LATENCY_FIRST
+    if kind not in REWARDS or len(weights) != 2:
+        raise ValueError(f"checkpoint records an unknown reward {kind!r} {weights!r}")
+    return Reward(kind, RewardWeights(*map(float, weights)))

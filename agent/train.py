@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ecntune.agent.evaluate import Judge
+from ecntune.agent.rewards import Reward, RewardWeights
 from ecntune.sim.scenario import SimScenario
 
 
@@ -66,6 +67,9 @@ def train(
     config = config or (ddqn.DdqnConfig() if algo == "acc" else ippo.IppoConfig())
     make = loops.make_acc_loop if algo == "acc" else loops.make_pet_loop
     scenarios = _scenarios(scenario)
+    if len({sc.reward_weights for sc in scenarios}) > 1:
+        raise ValueError("the scenarios of one training run must share their reward weights")
+    reward = Reward(algo, RewardWeights(*scenarios[0].reward_weights))
     feats = config.features
     fabric_loops = [make(sc.env(features=feats, reward=algo), config, envs) for sc in scenarios]
     carry = fabric_loops[0].init(jax.random.key(seed))
@@ -80,7 +84,12 @@ def train(
         row = {"episode": (r + 1) * envs - 1, "scenario": scenarios[r % len(scenarios)].label}
         row |= {k: round(float(v[0]), 5) for k, v in metrics.items()}
         params = loop.params(carry)
-        log.end_round(row, lambda meta, p=params: module.save(checkpoint, config, p, meta))
+        log.end_round(
+            row,
+            lambda meta, p=params: module.save(
+                checkpoint, config, p, meta | {"reward": reward.to_meta()}
+            ),
+        )
         bar.update(envs)
         bar.set_postfix(reward=f"{row['reward']:.3f}")
     bar.close()

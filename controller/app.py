@@ -27,6 +27,7 @@ import finsy as fy
 from finsy.p4client import P4ClientError
 
 from ecntune.agent.policy import LearningPolicy, Policy, load_policy
+from ecntune.agent.rewards import Reward
 from ecntune.agent.static import StaticPolicy
 from ecntune.controller.config import ControllerConfig
 from ecntune.controller.forwarding import forwarding_entities
@@ -90,7 +91,8 @@ class SwitchRunner:
             name, ports, self.policy, load_policy(config.fallback),
             interval_s=config.interval_s, buffer_bytes=config.buffer_bytes,
             guard=Guard(config.fallback_after, baseline),
-            reward=config.reward, min_write_interval_s=config.min_write_interval_s,
+            reward=self._reward(self.policy, config),
+            min_write_interval_s=config.min_write_interval_s,
         )  # fmt: skip
         self.write_path = config.write_path
         self.ready = asyncio.Event()
@@ -121,6 +123,18 @@ class SwitchRunner:
         if config.online_learning and hasattr(policy, "online"):
             policy.online = True
         return policy
+
+    def _reward(self, policy: Policy, config: ControllerConfig) -> Reward:
+        """An agent is judged (and its fallback compared) by the reward it was trained with,
+        as its checkpoint records; `reward` in the config serves static policies."""
+        trained = getattr(policy, "reward", None)
+        if isinstance(trained, Reward):
+            log.info(
+                "%s: reward %s with weights %s, as %s was trained (the config's: %s)",
+                self.name, trained.kind, tuple(trained.weights), policy.name, config.reward,
+            )  # fmt: skip
+            return trained
+        return Reward(config.reward)
 
     async def _ready(self, sw: fy.Switch) -> None:
         sw.create_task(self._read_digests(sw), name=f"{self.name}-digests")

@@ -24,7 +24,7 @@ import numpy as np
 
 from ecntune.agent.features import HISTORY, utilisation
 from ecntune.agent.policy import LearningPolicy, Policy
-from ecntune.agent.rewards import REWARDS
+from ecntune.agent.rewards import REWARDS, Reward
 from ecntune.agent.telemetry import PortTelemetry, stacked, unstacked
 from ecntune.controller.safety import BUSY_UTILIZATION, Guard, check_telemetry, clamp
 from ecntune.p4src import encoding as enc
@@ -35,12 +35,12 @@ CONFIRM_WITHIN = 3  # digests after a write that may still show the old setting
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _outcome(reward_kind: str, now: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _outcome(reward: Reward, now: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Every port's reward for the interval and whether it was busy, from `stacked`
     telemetry as one compiled call (once per port count; op by op this cost more than the
     agent's decision)."""
     t = unstacked(now)
-    return REWARDS[reward_kind](t), utilisation(t) >= BUSY_UTILIZATION
+    return reward(t), utilisation(t) >= BUSY_UTILIZATION
 
 
 @dataclass
@@ -87,15 +87,16 @@ class SwitchLoop:
         interval_s: float,
         buffer_bytes: float,
         guard: Guard,
-        reward: str = "acc",
+        reward: str | Reward = "acc",
         min_write_interval_s: float = 0.0,
     ) -> None:
-        if reward not in REWARDS:
-            raise ValueError(f"unknown reward {reward!r} (known: {', '.join(REWARDS)})")
+        reward = Reward(reward) if isinstance(reward, str) else reward
+        if reward.kind not in REWARDS:
+            raise ValueError(f"unknown reward {reward.kind!r} (known: {', '.join(REWARDS)})")
         self.switch, self.policy, self.fallback = switch, policy, fallback
         self.ports = {p: PortState(bw) for p, bw in sorted(ports.items())}
         self.interval_s, self.buffer_bytes = interval_s, buffer_bytes
-        self.guard, self.reward_kind = guard, reward
+        self.guard, self.reward = guard, reward
         self.min_write_interval_s = min_write_interval_s
         self.reported_transitions = 0  # guard transitions already written into rows
         self.history: deque[PortTelemetry] = deque(maxlen=HISTORY)  # (ports,) per interval
@@ -168,7 +169,7 @@ class SwitchLoop:
             "mode_change": self._new_transitions(),
         }
 
-        rewards, busy = (np.asarray(x) for x in _outcome(self.reward_kind, stacked(now_stacked)))
+        rewards, busy = (np.asarray(x) for x in _outcome(self.reward, stacked(now_stacked)))
         reward = float(np.mean(rewards[busy])) if busy.any() else None
         self.guard.record(reward)
         if use_agent and isinstance(self.policy, LearningPolicy):
@@ -200,7 +201,7 @@ class SwitchLoop:
         is benched at once."""
         idle = self._stack([self._idle(s) for s in self.ports.values()])
         history = PortTelemetry(*(np.stack([col] * HISTORY) for col in idle))
-        _outcome(self.reward_kind, stacked(idle))  # compiles too
+        _outcome(self.reward, stacked(idle))  # compiles too
         clamp(self.fallback.act(history), self.buffer_bytes)
         try:
             clamp(self.policy.act(history), self.buffer_bytes)

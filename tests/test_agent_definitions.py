@@ -6,7 +6,17 @@ import pytest
 
 from ecntune.agent.actions import MTU_BYTES, acc_template, alpha_bytes
 from ecntune.agent.features import FEATURE_NAMES, observation, observation_size, port_state
-from ecntune.agent.rewards import LATENCY_FIRST, acc_reward, pet_reward, queue_step
+from ecntune.agent.policy import load_policy
+from ecntune.agent.rewards import (
+    LATENCY_FIRST,
+    THROUGHPUT_FIRST,
+    Reward,
+    RewardWeights,
+    acc_reward,
+    pet_reward,
+    queue_step,
+    trained_reward,
+)
 from ecntune.agent.telemetry import PortTelemetry
 
 
@@ -66,3 +76,19 @@ def test_observation_stacks_k_intervals_per_port():
     obs = observation(hist, "pet")
     assert obs.shape == (ports, observation_size("pet", k))
     assert bool(jnp.all((obs >= 0) & (obs <= 1.0001)))
+
+
+def test_a_checkpoint_says_which_reward_its_agent_was_trained_with():
+    recorded = {"reward": {"kind": "pet", "weights": [0.7, 0.3]}}
+    assert trained_reward(recorded, "acc") == Reward("pet", THROUGHPUT_FIRST)
+    # written before rewards were recorded: the algorithm's formula, the scenario's weights
+    assert trained_reward({"scenarios": [{"reward_weights": [0.7, 0.3]}]}, "acc") == Reward(
+        "acc", THROUGHPUT_FIRST
+    )
+    assert trained_reward({"scenario": {"name": "star8"}}, "pet") == Reward("pet", LATENCY_FIRST)
+    with pytest.raises(ValueError, match="unknown reward"):
+        trained_reward({"reward": {"kind": "fct", "weights": [1, 0]}}, "acc")
+    # the shipped checkpoints: the demo's ACC and the testbed24 PET
+    assert load_policy("acc:default").reward == Reward("acc", LATENCY_FIRST)
+    pet = load_policy("pet:agent/checkpoints/pet-testbed24.msgpack")
+    assert pet.reward == Reward("pet", RewardWeights(0.3, 0.7))

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 import pytest
 
@@ -253,3 +254,29 @@ def test_a_restarted_controller_resumes_from_the_switch_checkpoint(tmp_path):
     assert np.allclose(
         ddqn.q_values(graph, again.policy.params, obs), ddqn.q_values(graph, tuned, obs)
     )
+
+
+def test_the_controller_judges_an_agent_by_the_reward_it_was_trained_with(tmp_path):
+    """The guard compares the agent's reward with the fallback's: both by the agent's own
+    reward (kind and weights from its checkpoint), whatever the config's `reward` says,
+    which serves static policies."""
+    from ecntune.agent import ippo
+    from ecntune.agent.rewards import THROUGHPUT_FIRST, Reward
+    from ecntune.controller.app import SwitchRunner, TelemetryLog
+
+    config = ippo.IppoConfig(pmax=(0.1, 1.0), levels=3)
+    _, params = ippo.build_networks(config, jax.random.key(0))
+    ckpt = tmp_path / "pet.msgpack"
+    ippo.save(ckpt, config, params, {"reward": Reward("pet", THROUGHPUT_FIRST).to_meta()})
+    settings = {"topology": preset("tiny"), "reward": "acc"}
+    agent = SwitchRunner(
+        "s1", ControllerConfig(policy=f"pet:{ckpt}", **settings), TelemetryLog(None)
+    )
+    assert agent.loop.reward == Reward("pet", THROUGHPUT_FIRST)
+    static = SwitchRunner(
+        "s1", ControllerConfig(policy="static:secn1", **settings), TelemetryLog(None)
+    )
+    assert static.loop.reward == Reward("acc")
+    # the rows' rewards are the agent's formula: PET's 1/(1 + q/α) delay term, weighted 0.3
+    rows = agent.loop.tick(0.0).rows
+    assert rows[0]["reward"] == pytest.approx(0.3 * 1.0)  # idle: no throughput, empty queue

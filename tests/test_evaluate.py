@@ -17,6 +17,7 @@ import pytest
 from ecntune.agent import evaluate
 from ecntune.agent.evaluate import Outcome, best_statics, compare, run_policies
 from ecntune.agent.policy import greedy_function, load_policy
+from ecntune.agent.rewards import Reward, RewardWeights
 from ecntune.agent.static import GRID, StaticPolicy
 from ecntune.agent.telemetry import PortTelemetry
 from ecntune.sim.scenario import SimScenario
@@ -164,7 +165,7 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path):
     grid = ["--grid", "1a,4a,0.2;2a,2a,1;4a,16a,1"]
     scenario = ["--scenario", "tiny", "--episode-s", "0.3", "--incast", "2", *grid]
     train = [ecntune, "train", *scenario, "--episodes", "3", "--envs", "2",
-             "--out", str(tmp_path / "t")]  # fmt: skip
+             "--reward-weights", "0.7,0.3", "--out", str(tmp_path / "t")]  # fmt: skip
     run = subprocess.run(
         [*train, "--levels", "4", "--pmax", "0.1,1", "--save-every", "1", "--judge-episodes", "1"],
         capture_output=True, text=True,
@@ -181,6 +182,8 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path):
     }
     assert all(r["best_static"] in statics for r in curve)  # judged against the grid too
     ckpt = tmp_path / "t" / "acc.msgpack"
+    # the checkpoint records the reward it was trained with; the controller judges by it
+    assert load_policy(f"acc:{ckpt}").reward == Reward("acc", RewardWeights(0.7, 0.3))
     evaluate_cmd = [ecntune, "eval", *scenario, "--episodes", "2", "--checkpoint", str(ckpt)]
     run = subprocess.run([*evaluate_cmd, "--out", str(tmp_path / "e")], capture_output=True,
                          text=True)  # fmt: skip
