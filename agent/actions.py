@@ -12,7 +12,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from ecntune.agent.telemetry import Array, EcnThresholds
+from ecntune.telemetry import Array, EcnThresholds
 
 KB = 1000
 MTU_BYTES = 1500

@@ -49,7 +49,7 @@ from ecntune.agent.nets import (
 )
 from ecntune.agent.policy import compiled
 from ecntune.agent.rewards import Reward, trained_reward
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.telemetry import EcnThresholds, PortTelemetry
 
 FORMAT = "ecntune-ddqn/1"
 # Trained for the demo's fabric (star8, 20 Mbit/s) by the command in docs/results/README.md;

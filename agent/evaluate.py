@@ -155,7 +155,7 @@ def run_policies(
     import jax.numpy as jnp
 
     from ecntune.agent.policy import StaticPolicy, greedy_function
-    from ecntune.agent.telemetry import EcnThresholds
+    from ecntune.telemetry import EcnThresholds
 
     env = _env(scenario)
     keys = jnp.stack([jax.random.key(seed + i) for i in range(episodes)])

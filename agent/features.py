@@ -14,7 +14,7 @@ from typing import Literal
 import jax.numpy as jnp
 
 from ecntune.agent.actions import alpha_bytes
-from ecntune.agent.telemetry import Array, PortTelemetry
+from ecntune.telemetry import Array, PortTelemetry
 
 FeatureSet = Literal["acc", "pet"]
 HISTORY = 3  # k in ACC §3.3 / PET Eq. 3

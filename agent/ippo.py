@@ -39,7 +39,7 @@ from ecntune.agent.features import FeatureSet, observation, observation_size
 from ecntune.agent.nets import apply, load_checkpoint, mlp, restore, save_checkpoint
 from ecntune.agent.policy import compiled
 from ecntune.agent.rewards import Reward, trained_reward
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.telemetry import EcnThresholds, PortTelemetry
 
 FORMAT = "ecntune-ippo/1"
 

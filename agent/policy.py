@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ecntune.agent.static import StaticPolicy
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry, stacked, unstacked
+from ecntune.telemetry import EcnThresholds, PortTelemetry, stacked, unstacked
 
 
 @runtime_checkable

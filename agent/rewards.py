@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from ecntune.agent.actions import alpha_bytes
 from ecntune.agent.features import mean_queue_bytes, utilisation
-from ecntune.agent.telemetry import Array, PortTelemetry
+from ecntune.telemetry import Array, PortTelemetry
 
 
 class RewardWeights(NamedTuple):

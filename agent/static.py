@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from ecntune.agent.actions import KB, alpha_bytes
-from ecntune.agent.telemetry import Array, EcnThresholds, PortTelemetry
+from ecntune.telemetry import Array, EcnThresholds, PortTelemetry
 
 DCTCP_LAMBDA = 1 / 7
 

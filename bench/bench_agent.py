@@ -25,10 +25,10 @@ import jax
 import numpy as np
 
 from ecntune.agent.policy import Policy, load_policy
-from ecntune.agent.telemetry import PortTelemetry
 from ecntune.controller.loop import SwitchLoop
 from ecntune.controller.safety import Guard
 from ecntune.p4src import encoding as enc
+from ecntune.telemetry import PortTelemetry
 
 PORTS = 32
 REPEATS = 1000

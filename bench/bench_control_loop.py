@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 from bench_switch import frame  # the switch bench's frames (bench/ is on sys.path)
 
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 from ecntune.controller.app import TickTiming, run_in_background
 from ecntune.controller.config import ControllerConfig
+from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.testbed import Testbed
 from ecntune.topology import single_switch
 

@@ -25,9 +25,9 @@ import numpy as np
 from ecntune.agent.features import HISTORY, utilisation
 from ecntune.agent.policy import LearningPolicy, Policy
 from ecntune.agent.rewards import REWARDS, Reward
-from ecntune.agent.telemetry import PortTelemetry, stacked, unstacked
 from ecntune.controller.safety import BUSY_UTILIZATION, Guard, check_telemetry, clamp
 from ecntune.p4src import encoding as enc
+from ecntune.telemetry import PortTelemetry, stacked, unstacked
 
 log = logging.getLogger("ecntune.controller")
 

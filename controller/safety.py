@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.telemetry import EcnThresholds, PortTelemetry
 
 log = logging.getLogger("ecntune.controller")
 

@@ -29,14 +29,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.telemetry import (
+    SENDER_BITS,
+    EcnThresholds,
+    PortTelemetry,
+    senders_estimate,
+)
 
 N_PORTS = 256
 SLOPE_ONE = 1 << 32  # probability 1.0 in the slope's fixed point
 PMAX_SCALE = 10_000  # basis points
 MAX_BYTES = (1 << 32) - 1
-SENDER_BITS = 64
-ELEPHANT_BYTES = 1_000_000
 
 OP_FORWARD = 0
 OP_SET_ECN = 1
@@ -142,14 +145,10 @@ def parse_ecn_config(payload: bytes) -> tuple[int, EcnRegisters]:
     return port, EcnRegisters(kmin, kmax, slope, pmax)
 
 
-def senders_estimate(bitmap: int) -> float:
-    """Distinct senders from the 64-bit sketch by linear counting: n = -m ln(zeros/m).
-
-    Standard error ≈ sqrt(m (e^t - t - 1)) / n with t = n/m: about 3% at 4 senders, 8% at 16;
-    a full bitmap saturates at m ln m ≈ 266.
-    """
+def senders_from_bitmap(bitmap: int) -> float:
+    """The digest's 64-bit sender sketch as a count (ecntune/telemetry.py's estimate)."""
     zeros = SENDER_BITS - bin(bitmap & ((1 << SENDER_BITS) - 1)).count("1")
-    return SENDER_BITS * math.log(SENDER_BITS / max(zeros, 1))
+    return float(senders_estimate(zeros))
 
 
 def decode_digest(fields: Mapping[str, int], link_bps: float) -> tuple[int, PortTelemetry]:
@@ -171,7 +170,7 @@ def decode_digest(fields: Mapping[str, int], link_bps: float) -> tuple[int, Port
         kmin_bytes=float(f["kmin"]),
         kmax_bytes=float(f["kmax"]),
         pmax=f["pmax"] / PMAX_SCALE,
-        senders=senders_estimate(f["sender_bitmap"]),
+        senders=senders_from_bitmap(f["sender_bitmap"]),
         elephant_bytes=float(f["elephant_bytes"]),
     )
 

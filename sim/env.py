@@ -25,10 +25,10 @@ import numpy as np
 
 from ecntune.agent.features import HISTORY, observation
 from ecntune.agent.rewards import LATENCY_FIRST, REWARDS, RewardWeights
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 from ecntune.sim import network, transport
 from ecntune.sim.fabric import MTU_BYTES, Fabric, build
 from ecntune.sim.schedule import PathTable, Traffic, TrafficParams, path_table, sample
+from ecntune.telemetry import EcnThresholds, PortTelemetry, senders_estimate
 from ecntune.topology import Topology
 
 RTT_STEPS = 20  # simulator steps per (shortest) base RTT, at least
@@ -183,7 +183,7 @@ class Env:
     def _telemetry(self, c: network.Counters, th: EcnThresholds) -> PortTelemetry:
         p = jnp.asarray(self.fabric.ports)
         zeros = jnp.sum(~c.senders[p], axis=1)
-        senders = network.SENDER_BITS * jnp.log(network.SENDER_BITS / jnp.maximum(zeros, 1))
+        senders = senders_estimate(zeros, jnp)
         return PortTelemetry(
             interval_s=jnp.full(p.shape, self.interval_s, jnp.float32),
             link_bps=self.link_bps(),

@@ -43,10 +43,9 @@ import jax.numpy as jnp
 
 from ecntune.sim import transport
 from ecntune.sim.fabric import MTU_BYTES
+from ecntune.telemetry import ELEPHANT_BYTES, SENDER_BITS
 
 ADMIT_PER_STEP = 16  # flows that may start in one step (more wait for the next)
-SENDER_BITS = 64
-ELEPHANT_BYTES = 1_000_000.0
 
 
 class Params(NamedTuple):

@@ -75,10 +75,10 @@ def sim_twin(
     its per-link thresholds for `network.trace`."""
     import dataclasses
 
-    from ecntune.agent.telemetry import EcnThresholds
     from ecntune.sim.env import Env
     from ecntune.sim.fabric import MTU_BYTES
     from ecntune.sim.schedule import Traffic
+    from ecntune.telemetry import EcnThresholds
     from ecntune.topology import single_switch
 
     topo = single_switch(n + 1, rate_bps)

@@ -75,7 +75,7 @@ import jax.numpy as jnp
 from ecntune.agent.actions import MTU_BYTES, ActionTemplate, alpha_bytes
 from ecntune.agent.features import HISTORY, observation
 from ecntune.agent.rewards import REWARDS, THROUGHPUT_FIRST, RewardWeights
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
+from ecntune.telemetry import EcnThresholds, PortTelemetry
 
 BULK, INCAST = 0, 1
 

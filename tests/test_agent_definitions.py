@@ -17,7 +17,7 @@ from ecntune.agent.rewards import (
     queue_step,
     trained_reward,
 )
-from ecntune.agent.telemetry import PortTelemetry
+from ecntune.telemetry import PortTelemetry
 
 
 def telemetry(**kw) -> PortTelemetry:

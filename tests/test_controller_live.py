@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from ecntune.agent.static import StaticPolicy
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 from ecntune.controller.app import run_in_background
 from ecntune.controller.config import ControllerConfig
 from ecntune.fabric.net import Fabric, FabricOptions
 from ecntune.p4runtime_client import P4RuntimeClient, P4RuntimeClientError, load_p4info
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
+from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import preset
 
 pytestmark = [

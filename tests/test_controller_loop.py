@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from ecntune.agent.static import StaticPolicy
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 from ecntune.controller.config import ConfigError, ControllerConfig
 from ecntune.controller.loop import SwitchLoop
 from ecntune.controller.safety import Guard, clamp
 from ecntune.p4src import encoding as enc
+from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import preset
 
 BW = 20e6

@@ -15,7 +15,7 @@ from flax import nnx
 from ecntune.agent import ddqn
 from ecntune.agent.features import observation_size
 from ecntune.agent.policy import load_policy
-from ecntune.agent.telemetry import PortTelemetry
+from ecntune.telemetry import PortTelemetry
 
 OBS = observation_size("acc")
 TWO_ACTIONS = ddqn.DdqnConfig(levels=1, pmax=(0.5, 1.0), hidden=(32,), lr=3e-3, min_buffer=32)

@@ -19,8 +19,8 @@ from ecntune.agent.evaluate import Outcome, best_statics, compare, run_policies
 from ecntune.agent.policy import greedy_function, load_policy
 from ecntune.agent.rewards import Reward, RewardWeights
 from ecntune.agent.static import GRID, StaticPolicy
-from ecntune.agent.telemetry import PortTelemetry
 from ecntune.sim.scenario import SimScenario
+from ecntune.telemetry import PortTelemetry
 from ecntune.traffic.fct import MICE_BYTES
 
 

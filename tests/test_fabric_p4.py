@@ -22,12 +22,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 from ecntune.controller import control_plane
 from ecntune.fabric.cleanup import leftovers
 from ecntune.fabric.net import Fabric, FabricOptions
 from ecntune.fabric.report import Phase, check_marking, load_phase, probe_queue
 from ecntune.fabric.scenario import Scenario, run_scenario
+from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import preset
 
 EMBEDDED_MISSING = importlib.util.find_spec("ecntune.switch.__main__") is None

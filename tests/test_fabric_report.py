@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from ecntune.agent.static import StaticPolicy
-from ecntune.agent.telemetry import PortTelemetry
 from ecntune.controller.loop import SwitchLoop
 from ecntune.controller.safety import Guard
 from ecntune.fabric.report import (
@@ -23,6 +22,7 @@ from ecntune.fabric.report import (
     write_report,
 )
 from ecntune.p4src import encoding as enc
+from ecntune.telemetry import PortTelemetry
 from ecntune.topology import preset
 from ecntune.traffic.records import FlowRecord, JsonlWriter, PacketRecord, SentRecord
 

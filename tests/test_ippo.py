@@ -14,7 +14,7 @@ import pytest
 from ecntune.agent import ippo
 from ecntune.agent.features import observation_size
 from ecntune.agent.policy import load_policy
-from ecntune.agent.telemetry import PortTelemetry
+from ecntune.telemetry import PortTelemetry
 
 OBS = observation_size("pet")
 SMALL = ippo.IppoConfig(levels=1, pmax=(0.5, 1.0), hidden=(32,))  # two actions

@@ -80,7 +80,7 @@ def test_linear_counting_error_is_what_the_docstring_says(n):
         bitmap = 0
         for _ in range(n):
             bitmap |= 1 << rng.randrange(64)
-        errors.append(enc.senders_estimate(bitmap) - n)
+        errors.append(enc.senders_from_bitmap(bitmap) - n)
     mean = sum(errors) / len(errors)
     rel_std = math.sqrt(sum(e * e for e in errors) / len(errors)) / n
     t = n / 64
@@ -104,3 +104,14 @@ def test_recompiling_reproduces_the_committed_artifacts(tmp_path):
     compile_into(PROGRAM, tmp_path)
     for artifact in PROGRAM.artifacts():
         assert (tmp_path / artifact.name).read_bytes() == artifact.read_bytes(), artifact.name
+
+
+def test_the_telemetry_contract_matches_the_p4_program():
+    """ecntune/telemetry.py's digest constants are the ones the P4 source counts with."""
+    import re
+
+    from ecntune.telemetry import ELEPHANT_BYTES, SENDER_BITS
+
+    headers = (PROGRAM.json_path.parents[1] / "headers.p4").read_text()
+    assert int(re.search(r"ELEPHANT_BYTES = (\d+);", headers)[1]) == ELEPHANT_BYTES
+    assert int(re.search(r"bit<(\d+)> sender_bitmap;", headers)[1]) == SENDER_BITS

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from ecntune.agent.features import observation_size
-from ecntune.agent.telemetry import EcnThresholds, PortTelemetry
 from ecntune.p4src import encoding as enc
 from ecntune.sim import dcqcn_fluid, network
 from ecntune.sim.env import Env
 from ecntune.sim.fabric import MTU_BYTES
 from ecntune.sim.schedule import Traffic
+from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import preset, single_switch
 
 BW = 10e9

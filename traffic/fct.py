@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ecntune.telemetry import ELEPHANT_BYTES  # elephants: above 1 MB, as PET counts them
+
 MSS_BYTES = 1448  # TCP payload per 1500-byte packet (with the timestamp option)
 HEADER_BYTES = 66  # Ethernet 14 + IPv4 20 + TCP 32 per packet
 MICE_BYTES = 100e3  # mice: below 100 KB (ACC, PET, GraphCC)
-ELEPHANT_BYTES = 1e6  # elephants: above 1 MB (PET's threshold too)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A phase is a directory written by `run_scenario` (flow records, sent records, probes,
 scenario.json), plus, when a controller ran, `telemetry.jsonl`: one row per port and
 interval, `{"t": <wall clock at the interval's end>, "switch": <name>, "port": <int>}` and
-every field of agent.telemetry.PortTelemetry (the controller adds its guard's `mode`, the
+every field of ecntune.telemetry.PortTelemetry (the controller adds its guard's `mode`, the
 `policy` in control and, on the interval a mode changed, `mode_change`: why). `write_report`
 turns phases into
 
@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from ecntune.agent.telemetry import PortTelemetry
 from ecntune.fabric.scenario import sent_files
+from ecntune.telemetry import PortTelemetry
 from ecntune.topology import Topology
 from ecntune.traffic.fct import (
     MICE_BYTES,
