@@ -118,13 +118,13 @@ class SwitchLoop:
             self.guard.fall_back(f"{self.switch}: bogus telemetry: {problem}")
             return
         state.arrived.append(t)
-        self._confirm(port, state, fields)
+        self._confirm(port, state, t)
 
-    def _confirm(self, port: int, state: PortState, fields: Mapping[str, int]) -> None:
+    def _confirm(self, port: int, state: PortState, t: PortTelemetry) -> None:
+        """Is the last write in force? The digest's decoded setting against the written one."""
         if state.written is None or state.confirmed:
             return
-        w = state.written
-        if (fields["kmin"], fields["kmax"], fields["pmax"]) == (w.kmin, w.kmax, w.pmax_bp):
+        if (t.kmin_bytes, t.kmax_bytes, t.pmax) == tuple(state.written.thresholds):
             state.confirmed, state.mismatches = True, 0
             return
         state.mismatches += 1
@@ -216,7 +216,7 @@ class SwitchLoop:
         zero = 0.0
         return PortTelemetry(
             self.interval_s, s.link_bps, zero, zero, zero, zero, zero, zero, zero,
-            float(w.kmin), float(w.kmax), w.pmax_bp / enc.PMAX_SCALE, zero, zero,
+            *w.thresholds, zero, zero,
         )  # fmt: skip
 
     def _history(self) -> PortTelemetry:

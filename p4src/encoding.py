@@ -86,6 +86,11 @@ class EcnRegisters:
     slope: int
     pmax_bp: int
 
+    @property
+    def thresholds(self) -> EcnThresholds:
+        """The setting these registers hold (what a digest reports while they are in force)."""
+        return decode_thresholds(self.kmin, self.kmax, self.pmax_bp)
+
     def as_dict(self) -> dict[str, int]:
         return {
             REGISTER_KMIN: self.kmin,
@@ -167,9 +172,7 @@ def decode_digest(fields: Mapping[str, int], link_bps: float) -> tuple[int, Port
         qdepth_sum_bytes=float(f["qdepth_sum_bytes"]),
         qdepth_samples=float(f["qdepth_samples"]),
         qdepth_max_bytes=float(f["qdepth_max_bytes"]),
-        kmin_bytes=float(f["kmin"]),
-        kmax_bytes=float(f["kmax"]),
-        pmax=f["pmax"] / PMAX_SCALE,
+        **decode_thresholds(f["kmin"], f["kmax"], f["pmax"])._asdict(),
         senders=senders_from_bitmap(f["sender_bitmap"]),
         elephant_bytes=float(f["elephant_bytes"]),
     )
