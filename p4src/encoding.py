@@ -41,7 +41,6 @@ SLOPE_ONE = 1 << 32  # probability 1.0 in the slope's fixed point
 PMAX_SCALE = 10_000  # basis points
 MAX_BYTES = (1 << 32) - 1
 
-OP_FORWARD = 0
 OP_SET_ECN = 1
 OP_SET_INTERVAL = 2
 REASON_CONFIG_ACK = 1
