@@ -106,7 +106,7 @@ def measure(n_ports: int, policy: object) -> dict[str, Any]:
             sender.start()
             try:
                 deadline = time.monotonic() + 30
-                while np.isnan(runner.last_digest_at) and time.monotonic() < deadline:
+                while np.isnan(runner.digests.last_at) and time.monotonic() < deadline:
                     time.sleep(0.05)  # until the traffic's first digest
                 time.sleep(5 * INTERVAL_S)
                 skip = len(runner.timings)

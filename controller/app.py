@@ -1,13 +1,14 @@
 """The controller application: finsy switches, each running its SwitchLoop (loop.py).
 
 finsy does the P4Runtime plumbing (arbitration, reconnect with backoff, pipeline push when
-the device's cookie differs). Every time a switch becomes ready — first start, or after
-it restarted — `_ready` installs forwarding from the topology, the telemetry interval,
-the digest subscription and the thresholds the loop last decided, then starts the digest
-reader and the decision ticker. Thresholds are written as RegisterEntry where the target
-implements it and as an OP_SET_ECN PacketOut otherwise (BMv2); `write_path: auto` finds
-out with the first write.
-"""
+the device's cookie differs). Per switch, `SwitchRunner` wires one small piece per concern
+around the pure loop: `resume_policy` (the configured policy or this switch's checkpoint),
+`program` (forwarding from the topology, telemetry interval, digest subscription),
+`DigestReader` and `PacketReader` (the two streams in), `ThresholdWriter` (RegisterEntry
+where the target implements it, an OP_SET_ECN PacketOut otherwise, as on BMv2; `write_path:
+auto` finds out with the first write) and `Ticker` (one decision per interval, timed, and
+learning agents checkpointed). Every time a switch becomes ready — first start, or after
+it restarted — it is programmed again and given the thresholds the loop last decided."""
 
 from __future__ import annotations
 
@@ -77,158 +78,208 @@ class TickTiming(NamedTuple):
 TIMINGS_KEPT = 10_000
 
 
-class SwitchRunner:
-    """One switch: its finsy connection, its loop, its write path."""
+# -- one small piece per concern; SwitchRunner only wires them to one finsy switch ------------
 
-    def __init__(self, name: str, config: ControllerConfig, log_: TelemetryLog) -> None:
-        self.name, self.config, self.log = name, config, log_
-        topo = config.topology
-        ports = {p: topo.port_bw(name, p) for _, p in topo.ports(name)}
-        self.policy = self._load_policy(name, config)
-        # A static setting is what the user asked for: nothing to measure it against.
-        baseline = 0 if isinstance(self.policy, StaticPolicy) else config.baseline_intervals
-        self.loop = SwitchLoop(
-            name, ports, self.policy, load_policy(config.fallback),
-            interval_s=config.interval_s, buffer_bytes=config.buffer_bytes,
-            guard=Guard(config.fallback_after, baseline),
-            reward=self._reward(self.policy, config),
-            min_write_interval_s=config.min_write_interval_s,
+
+def resume_policy(name: str, config: ControllerConfig) -> Policy:
+    """The configured policy, or this switch's own checkpoint from an earlier run."""
+    policy = load_policy(config.policy)
+    saved = checkpoint_path(config, name)
+    if isinstance(config.policy, str) and saved is not None and saved.exists():
+        kind = config.policy.partition(":")[0]
+        policy = load_policy(f"{kind}:{saved}")
+        log.info("%s resumes from its checkpoint %s", name, saved)
+    if config.online_learning and hasattr(policy, "online"):
+        policy.online = True
+    return policy
+
+
+def judging_reward(name: str, policy: Policy, config: ControllerConfig) -> Reward:
+    """An agent is judged (and its fallback compared) by the reward it was trained with,
+    as its checkpoint records; `reward` in the config serves static policies."""
+    trained = getattr(policy, "reward", None)
+    if isinstance(trained, Reward):
+        log.info(
+            "%s: reward %s with weights %s, as %s was trained (the config's: %s)",
+            name, trained.kind, tuple(trained.weights), policy.name, config.reward,
         )  # fmt: skip
-        self.write_path = config.write_path
-        self.ready = asyncio.Event()
-        self.config_acks = 0  # PacketIns acknowledging PacketOut writes (counted, not kept)
-        self.timings: deque[TickTiming] = deque(maxlen=TIMINGS_KEPT)
-        self.last_digest_at = math.nan  # perf_counter of the newest digest list
-        self.switch = fy.Switch(
-            name,
-            config.address(name),
-            fy.SwitchOptions(
-                p4info=PROGRAM.p4info_path,
-                p4blob=PROGRAM.json_path,
-                device_id=topo.switches[name].device_id,
-                initial_election_id=config.election_id,
-                ready_handler=self._ready,
-            ),
-        )
+        return trained
+    return Reward(config.reward)
 
-    @staticmethod
-    def _load_policy(name: str, config: ControllerConfig) -> Policy:
-        """The configured policy, or this switch's own checkpoint from an earlier run."""
-        policy = load_policy(config.policy)
-        saved = checkpoint_path(config, name)
-        if isinstance(config.policy, str) and saved is not None and saved.exists():
-            kind = config.policy.partition(":")[0]
-            policy = load_policy(f"{kind}:{saved}")
-            log.info("%s resumes from its checkpoint %s", name, saved)
-        if config.online_learning and hasattr(policy, "online"):
-            policy.online = True
-        return policy
 
-    def _reward(self, policy: Policy, config: ControllerConfig) -> Reward:
-        """An agent is judged (and its fallback compared) by the reward it was trained with,
-        as its checkpoint records; `reward` in the config serves static policies."""
-        trained = getattr(policy, "reward", None)
-        if isinstance(trained, Reward):
-            log.info(
-                "%s: reward %s with weights %s, as %s was trained (the config's: %s)",
-                self.name, trained.kind, tuple(trained.weights), policy.name, config.reward,
-            )  # fmt: skip
-            return trained
-        return Reward(config.reward)
+def make_loop(name: str, config: ControllerConfig, policy: Policy) -> SwitchLoop:
+    """The pure control loop (loop.py) for one switch of the topology."""
+    topo = config.topology
+    # A static setting is what the user asked for: nothing to measure it against.
+    baseline = 0 if isinstance(policy, StaticPolicy) else config.baseline_intervals
+    return SwitchLoop(
+        name, {p: topo.port_bw(name, p) for _, p in topo.ports(name)}, policy,
+        load_policy(config.fallback), interval_s=config.interval_s,
+        buffer_bytes=config.buffer_bytes, guard=Guard(config.fallback_after, baseline),
+        reward=judging_reward(name, policy, config),
+        min_write_interval_s=config.min_write_interval_s,
+    )  # fmt: skip
 
-    async def _ready(self, sw: fy.Switch) -> None:
-        sw.create_task(self._read_digests(sw), name=f"{self.name}-digests")
-        sw.create_task(self._read_packets(sw), name=f"{self.name}-packets")
-        await sw.delete_all()
-        await sw.insert(forwarding_entities(self.config.topology, self.name))
-        await sw.write(
-            [self._control(enc.OP_SET_INTERVAL, enc.interval_payload(self.config.interval_s))]
-        )
-        await sw.insert(
-            [
-                fy.P4DigestEntry(
-                    enc.DIGEST,
-                    max_list_size=64,
-                    max_timeout_ns=1_000_000,
-                    ack_timeout_ns=1_000_000_000,
-                )
-            ]
-        )
-        if not self.loop.current():  # first start: decide before any traffic is seen
-            first = self.loop.tick(time.time())
-            self.log.write(first.rows)
-        await self.write_thresholds(self.loop.current())
-        sw.create_task(self._tick(sw), name=f"{self.name}-tick")
-        self.ready.set()
-        log.info("%s ready (forwarding installed, %s)", self.name, self.policy.name)
 
-    @staticmethod
-    def _control(opcode: int, payload: bytes) -> fy.P4PacketOut:
-        return fy.P4PacketOut(payload, egress_port=0, opcode=opcode, reserved=0)
+async def program(sw: fy.Switch, config: ControllerConfig) -> None:
+    """Forwarding from the topology, the telemetry interval and the digest subscription."""
+    await sw.delete_all()
+    await sw.insert(forwarding_entities(config.topology, sw.name))
+    await sw.write([control(enc.OP_SET_INTERVAL, enc.interval_payload(config.interval_s))])
+    await sw.insert(
+        [
+            fy.P4DigestEntry(
+                enc.DIGEST, max_list_size=64, max_timeout_ns=1_000_000,
+                ack_timeout_ns=1_000_000_000,
+            )
+        ]
+    )  # fmt: skip
 
-    async def _read_digests(self, sw: fy.Switch) -> None:
+
+def control(opcode: int, payload: bytes) -> fy.P4PacketOut:
+    """A PacketOut the program's control parser takes (threshold or interval settings)."""
+    return fy.P4PacketOut(payload, egress_port=0, opcode=opcode, reserved=0)
+
+
+class DigestReader:
+    """Telemetry digests into the loop, each list acknowledged; when the newest arrived."""
+
+    def __init__(self, loop: SwitchLoop) -> None:
+        self.loop = loop
+        self.last_at = math.nan  # perf_counter of the newest digest list
+
+    async def run(self, sw: fy.Switch) -> None:
         async for digest_list in sw.read_digests(enc.DIGEST):
-            self.last_digest_at = time.perf_counter()
+            self.last_at = time.perf_counter()
             for sample in digest_list:
                 self.loop.on_digest(sample)
             await sw.write([digest_list.ack()])
 
-    async def _read_packets(self, sw: fy.Switch) -> None:
+
+class PacketReader:
+    """PacketIns drained as they come, so nothing queues up (an unbounded queue of ack times
+    once grew here for as long as the controller ran: issue 17); config acks counted."""
+
+    def __init__(self) -> None:
+        self.config_acks = 0
+
+    async def run(self, sw: fy.Switch) -> None:
         async for packet in sw.read_packets():
-            # drained so nothing queues up; an unbounded queue of ack times once grew here
-            # for as long as the controller ran (issue 17)
             if packet["reason"] == enc.REASON_CONFIG_ACK:
                 self.config_acks += 1
 
-    async def _tick(self, sw: fy.Switch) -> None:
-        interval = self.config.interval_s
-        next_at = time.monotonic() + interval
-        while True:
-            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-            # one decision per interval; intervals missed while busy are skipped, not replayed
-            next_at = max(next_at + interval, time.monotonic())
-            start = time.perf_counter()
-            decision = self.loop.tick(time.time())
-            decided = time.perf_counter()
-            await self.write_thresholds(decision.writes)
-            self.timings.append(
-                TickTiming(
-                    decided - start, time.perf_counter() - start, len(decision.writes),
-                    start - self.last_digest_at,
-                )
-            )  # fmt: skip
-            self.log.write(decision.rows)
-            self._checkpoint()
 
-    def _checkpoint(self, every: int = 100) -> None:
-        """Learning agents are saved (atomically, by their save) every `every` intervals."""
-        where = checkpoint_path(self.config, self.name)
-        due = self.loop.guard.intervals % every == 0
-        if where and due and isinstance(self.policy, LearningPolicy):
-            self.policy.save(where)
+class ThresholdWriter:
+    """Thresholds into the data plane: RegisterEntry writes where the target implements
+    them, an OP_SET_ECN PacketOut per port otherwise (BMv2); `auto` finds out once."""
 
-    async def write_thresholds(self, writes: list[tuple[int, enc.EcnRegisters]]) -> None:
+    def __init__(self, name: str, path: str) -> None:
+        self.name, self.path = name, path
+
+    async def write(self, sw: fy.Switch, writes: list[tuple[int, enc.EcnRegisters]]) -> None:
         if not writes:
             return
-        if self.write_path in ("auto", "register"):
+        if self.path in ("auto", "register"):
             try:
-                await self.switch.modify(
+                await sw.modify(
                     [
                         fy.P4RegisterEntry(name, index=port, data=value)
                         for port, regs in writes
                         for name, value in regs.as_dict().items()
                     ]
                 )
-                self.write_path = "register"
+                self.path = "register"
                 return
             except P4ClientError as e:
-                if self.write_path == "register" or not _unimplemented(e):
+                if self.path == "register" or not _unimplemented(e):
                     raise
                 log.info("%s: no RegisterEntry support; thresholds go by PacketOut", self.name)
-                self.write_path = "packet_out"
-        await self.switch.write(
-            [self._control(enc.OP_SET_ECN, enc.ecn_config_payload(p, r)) for p, r in writes]
+                self.path = "packet_out"
+        await sw.write([control(enc.OP_SET_ECN, enc.ecn_config_payload(p, r)) for p, r in writes])
+
+
+class Ticker:
+    """One decision per interval: tick the loop, write what changed, log the rows, time it,
+    save a learning agent every `checkpoint_every` intervals. Intervals missed while busy
+    are skipped, not replayed."""
+
+    def __init__(
+        self, runner: SwitchRunner, checkpoint: Path | None, checkpoint_every: int = 100
+    ) -> None:
+        self.runner, self.checkpoint, self.checkpoint_every = runner, checkpoint, checkpoint_every
+        self.timings: deque[TickTiming] = deque(maxlen=TIMINGS_KEPT)
+
+    async def run(self, sw: fy.Switch) -> None:
+        r = self.runner
+        interval = r.config.interval_s
+        next_at = time.monotonic() + interval
+        while True:
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            next_at = max(next_at + interval, time.monotonic())
+            start = time.perf_counter()
+            decision = r.loop.tick(time.time())
+            decided = time.perf_counter()
+            await r.writer.write(sw, decision.writes)
+            self.timings.append(
+                TickTiming(
+                    decided - start, time.perf_counter() - start, len(decision.writes),
+                    start - r.digests.last_at,
+                )
+            )  # fmt: skip
+            r.log.write(decision.rows)
+            self._save()
+
+    def _save(self) -> None:
+        """Learning agents are saved (atomically, by their save) every `checkpoint_every`."""
+        policy = self.runner.policy
+        due = self.runner.loop.guard.intervals % self.checkpoint_every == 0
+        if self.checkpoint and due and isinstance(policy, LearningPolicy):
+            policy.save(self.checkpoint)
+
+
+class SwitchRunner:
+    """One switch: its finsy connection and, once it is ready, one piece per concern
+    around the pure loop (as finsy's own examples start one small manager per concern)."""
+
+    def __init__(self, name: str, config: ControllerConfig, log_: TelemetryLog) -> None:
+        self.name, self.config, self.log = name, config, log_
+        self.policy = resume_policy(name, config)
+        self.loop = make_loop(name, config, self.policy)
+        self.writer = ThresholdWriter(name, config.write_path)
+        self.digests, self.packets = DigestReader(self.loop), PacketReader()
+        self.ticker = Ticker(self, checkpoint_path(config, name))
+        self.ready = asyncio.Event()
+        self.switch = fy.Switch(
+            name,
+            config.address(name),
+            fy.SwitchOptions(
+                p4info=PROGRAM.p4info_path,
+                p4blob=PROGRAM.json_path,
+                device_id=config.topology.switches[name].device_id,
+                initial_election_id=config.election_id,
+                ready_handler=self._ready,
+            ),
         )
+
+    @property
+    def write_path(self) -> str:
+        return self.writer.path
+
+    @property
+    def timings(self) -> deque[TickTiming]:
+        return self.ticker.timings
+
+    async def _ready(self, sw: fy.Switch) -> None:
+        """Every time the switch becomes ready (first start, or after it restarted)."""
+        sw.create_task(self.digests.run(sw), name=f"{self.name}-digests")
+        sw.create_task(self.packets.run(sw), name=f"{self.name}-packets")
+        await program(sw, self.config)
+        if not self.loop.current():  # first start: decide before any traffic is seen
+            self.log.write(self.loop.tick(time.time()).rows)
+        await self.writer.write(sw, self.loop.current())
+        sw.create_task(self.ticker.run(sw), name=f"{self.name}-tick")
+        self.ready.set()
+        log.info("%s ready (forwarding installed, %s)", self.name, self.policy.name)
 
 
 def checkpoint_path(config: ControllerConfig, switch: str) -> Path | None:
