@@ -26,7 +26,7 @@ import numpy as np
 from ecntune.agent.features import HISTORY, observation
 from ecntune.agent.rewards import LATENCY_FIRST, REWARDS, RewardWeights
 from ecntune.sim import network, transport
-from ecntune.sim.fabric import MTU_BYTES, Fabric, build
+from ecntune.sim.fabric import MTU_BYTES, FabricArrays, build
 from ecntune.sim.schedule import PathTable, Traffic, TrafficParams, path_table, sample
 from ecntune.telemetry import EcnThresholds, PortTelemetry, senders_estimate
 from ecntune.topology import Topology
@@ -43,7 +43,7 @@ class EnvState(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class Env:
-    fabric: Fabric
+    fabric: FabricArrays
     table: PathTable
     traffic: TrafficParams
     transport: str

@@ -29,7 +29,10 @@ class LinkArrays(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Fabric:
+class FabricArrays:
+    """A topology as the simulator's arrays: directed links, ports, hosts, paths' depth
+    (not the emulated fabric, mininet/fabric/net.py's `Fabric`)."""
+
     topology: Topology
     links: LinkArrays
     names: list[tuple[str, int]]  # directed link i leaves node names[i][0] by port names[i][1]
@@ -73,7 +76,7 @@ class Fabric:
         return float(np.min(self.links.capacity[path]))
 
 
-def build(topology: Topology, buffer_bytes: float | None = None) -> Fabric:
+def build(topology: Topology, buffer_bytes: float | None = None) -> FabricArrays:
     """Directed links of a topology.
 
     Queues hold `buffer_bytes` (default: 64 MTUs, BMv2's default depth of 64 packets).
@@ -104,7 +107,7 @@ def build(topology: Topology, buffer_bytes: float | None = None) -> Fabric:
     hosts = list(topology.hosts)
     host_uplink = np.array([names.index((h, 0)) for h in hosts])
     hop_counts = [len(topology.paths(hosts[0], h)[0]) + 1 for h in hosts[1:]] or [1]
-    return Fabric(
+    return FabricArrays(
         topology,
         links,
         names,

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ecntune.sim.fabric import Fabric
+from ecntune.sim.fabric import FabricArrays
 from ecntune.sim.network import Params
 from ecntune.traffic.workload import load_cdf
 
@@ -37,7 +37,7 @@ class PathTable(NamedTuple):
     buffer: jnp.ndarray
 
 
-def path_table(fabric: Fabric) -> PathTable:
+def path_table(fabric: FabricArrays) -> PathTable:
     """Built per (source switch, destination): hosts behind one switch share their paths."""
     n = len(fabric.hosts)
     host_switch = [fabric.topology.hosts[h].switch for h in fabric.hosts]
@@ -139,7 +139,7 @@ class Traffic:
             ect=jnp.asarray(ect),
         )  # fmt: skip
 
-    def max_flows(self, fabric: Fabric) -> tuple[int, int]:
+    def max_flows(self, fabric: FabricArrays) -> tuple[int, int]:
         """Static sizes: Poisson flows per host (mean + 6 sigma) and incast flows in total."""
         c = min(
             load_cdf(self.workload).mean_bytes, load_cdf(self.switch_to or self.workload).mean_bytes
