@@ -127,9 +127,7 @@ def control_latencies(rig: Testbed) -> dict[str, dict[str, float] | None]:
 
     c = rig.client
     out: dict[str, dict[str, float] | None] = {}
-    out["p4runtime_insert"] = latency_ms(
-        lambda i: rig.route(1, f"10.1.{i // 250}.{i % 250}", 32, 100 + i)
-    )
+    out["p4runtime_insert"] = latency_ms(lambda i: rig.route(f"10.1.{i // 250}.{i % 250}", 32, [1]))
     out["p4runtime_read"] = latency_ms(lambda _: c.read(c.table_entry(enc.TABLE_IPV4, {})), 50)
     regs = enc.encode_thresholds(3000, 9000, 0.2)
 

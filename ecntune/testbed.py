@@ -12,9 +12,11 @@ routed to port i. Benchmarks and the differential test use it; PTF has its own r
 from __future__ import annotations
 
 import contextlib
+import itertools
 import select
 import socket
 import time
+from collections.abc import Iterator
 from typing import Self
 
 from ecntune.p4runtime_client import P4RuntimeClient, load_p4info
@@ -25,6 +27,37 @@ from ecntune.targets import SwitchSpec, free_port, start, stop, target
 from ecntune.topology import host_mac, mac_int, port_mac
 
 UNLIMITED_PPS = 10_000_000
+
+
+def host_ip(port: int) -> str:
+    """The address of the host behind `port` on a single-switch rig (device 0)."""
+    return f"10.0.0.{port}"
+
+
+def install_route(
+    client: P4RuntimeClient, prefix: str, plen: int, ports: list[int], ids: Iterator[int]
+) -> None:
+    """prefix/plen -> one port (an action-profile member) or several (an ECMP group, `ids`
+    numbering members and groups), each next hop rewriting the MACs as the fabric's
+    forwarding does towards the host behind that port (controller/forwarding.py derives
+    the same entries from a topology, through finsy). The testbed's and the PTF tests'."""
+    members = []
+    for port in ports:
+        mid = next(ids)
+        params = {
+            "port": port,
+            "src_mac": mac_int(port_mac(0, port)),
+            "dst_mac": mac_int(host_mac(host_ip(port))),
+        }
+        client.insert(client.member(enc.ECMP_SELECTOR, mid, enc.ACTION_FORWARD, params))
+        members.append(mid)
+    match = {"hdr.ipv4.dst_addr": (int.from_bytes(socket.inet_aton(prefix), "big"), plen)}
+    if len(members) == 1:
+        client.insert(client.table_entry(enc.TABLE_IPV4, match, member=members[0]))
+        return
+    gid = next(ids)
+    client.insert(client.group(enc.ECMP_SELECTOR, gid, members))
+    client.insert(client.table_entry(enc.TABLE_IPV4, match, group=gid))
 
 
 class Testbed:
@@ -53,8 +86,9 @@ class Testbed:
             )
             self.target.set_queue_rate(self.spec, UNLIMITED_PPS)
             self.target.set_queue_depth(self.spec, 1024)
+            self._ids = itertools.count(1)
             for port in range(1, n_ports + 1):
-                self.route(port, f"10.0.0.{port}", 32, member_id=port)
+                self.route(host_ip(port), 32, [port])
             self._sockets: dict[int, socket.socket] = {}
         except BaseException:
             self.stack.close()
@@ -77,17 +111,9 @@ class Testbed:
     def far_ends(self) -> list[str]:
         return [far for _, far in self.pairs]
 
-    def route(self, port: int, prefix: str, plen: int, member_id: int) -> None:
-        """prefix/plen -> `port`, rewriting MACs as the fabric's forwarding does."""
-        c = self.client
-        params = {
-            "port": port,
-            "src_mac": mac_int(port_mac(0, port)),
-            "dst_mac": mac_int(host_mac(prefix)),
-        }
-        c.insert(c.member(enc.ECMP_SELECTOR, member_id, enc.ACTION_FORWARD, params))
-        ip = int.from_bytes(socket.inet_aton(prefix), "big")
-        c.insert(c.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (ip, plen)}, member=member_id))
+    def route(self, prefix: str, plen: int, ports: list[int]) -> None:
+        """prefix/plen -> `ports` (install_route)."""
+        install_route(self.client, prefix, plen, ports, self._ids)
 
     @property
     def sockets(self) -> dict[int, socket.socket]:

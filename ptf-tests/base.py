@@ -20,15 +20,12 @@ from scapy.layers.l2 import Ether
 from ecntune.p4runtime_client import P4RuntimeClient, P4RuntimeClientError, load_p4info
 from ecntune.p4src import encoding as enc
 from ecntune.targets import TARGETS, SwitchSpec
-from ecntune.topology import host_mac, mac_int, port_mac
+from ecntune.testbed import host_ip, install_route
+from ecntune.topology import host_mac, port_mac
 
 PORTS = (1, 2, 3, 4)
 UNLIMITED_PPS = 1_000_000
 _election = itertools.count(int(time.time() * 1000) % (1 << 40))
-
-
-def host_ip(port: int) -> str:
-    return f"10.0.0.{port}"
 
 
 class EcnTest(BaseTest):
@@ -58,23 +55,7 @@ class EcnTest(BaseTest):
 
     def route(self, prefix: str, plen: int, ports: list[int]) -> None:
         """prefix/plen -> one port (a member) or several (an ECMP group)."""
-        c = self.client
-        members = []
-        for port in ports:
-            mid = next(self._members)
-            dst = host_mac(host_ip(port))
-            params = {"port": port, "src_mac": mac_int(port_mac(0, port)), "dst_mac": mac_int(dst)}
-            c.insert(c.member(enc.ECMP_SELECTOR, mid, enc.ACTION_FORWARD, params))
-            members.append(mid)
-        ip = int.from_bytes(bytes(int(o) for o in prefix.split(".")), "big")
-        if len(members) == 1:
-            c.insert(
-                c.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (ip, plen)}, member=members[0])
-            )
-        else:
-            gid = next(self._members)
-            c.insert(c.group(enc.ECMP_SELECTOR, gid, members))
-            c.insert(c.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (ip, plen)}, group=gid))
+        install_route(self.client, prefix, plen, ports, self._members)
 
     def route_hosts(self) -> None:
         for port in PORTS:
