@@ -144,11 +144,21 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 upd.status.message = "is backup"
             s.send(p4r.StreamMessageResponse(arbitration=upd))
 
-    def _check_primary(self, device_id: int, election_id: Any) -> None:
-        if device_id != self.device_id:
-            raise P4RuntimeError("NOT_FOUND", f"no device {device_id} (this is {self.device_id})")
+    def _check_device(self, request: Any) -> None:
+        """The request is for this device and its default role, the only one it has: any
+        other is NOT_FOUND, as the spec says for a device or role the server does not know."""
+        if request.device_id != self.device_id:
+            raise P4RuntimeError(
+                "NOT_FOUND", f"no device {request.device_id} (this is {self.device_id})"
+            )
+        if request.role or getattr(request, "role_id", 0):
+            role = request.role or getattr(request, "role_id", 0)
+            raise P4RuntimeError("NOT_FOUND", f"no role {role!r}: only the default role exists")
+
+    def _check_primary(self, request: Any) -> None:
+        self._check_device(request)
         primary = self.primary()
-        eid = (election_id.high, election_id.low)
+        eid = (request.election_id.high, request.election_id.low)
         if primary is None or primary.election_id != eid:
             raise P4RuntimeError("PERMISSION_DENIED", "not the primary controller")
 
@@ -298,7 +308,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def SetForwardingPipelineConfig(self, request: Any, context: Any) -> Any:  # noqa: N802
         A = p4r.SetForwardingPipelineConfigRequest.Action  # noqa: N806
         try:
-            self._check_primary(request.device_id, request.election_id)
+            self._check_primary(request)
             action = request.action
             if action == A.COMMIT:
                 if request.HasField("config"):
@@ -353,7 +363,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
     def Write(self, request: Any, context: Any) -> Any:  # noqa: N802
         try:
-            self._check_primary(request.device_id, request.election_id)
+            self._check_primary(request)
             pipe = self._pipeline()
             if request.atomicity != p4r.WriteRequest.Atomicity.CONTINUE_ON_ERROR:
                 raise P4RuntimeError("UNIMPLEMENTED", "only CONTINUE_ON_ERROR atomicity")
@@ -448,10 +458,12 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         elif which == "digest_entry":
             d = entity.digest_entry
             _, ll = index.digest(d.digest_id)
+            exists = self.switch.digests.config(ll.id) is not None
             if kind == "DELETE":
+                if not exists:
+                    raise P4RuntimeError("NOT_FOUND", f"digest {d.digest_id} is not configured")
                 self.switch.digests.configure(ll.id, None)
                 return
-            exists = self.switch.digests.config(ll.id) is not None
             if kind == "INSERT" and exists:
                 raise P4RuntimeError("ALREADY_EXISTS", f"digest {d.digest_id} is configured")
             if kind == "MODIFY" and not exists:
@@ -549,8 +561,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
 
     def Read(self, request: Any, context: Any) -> Iterator[Any]:  # noqa: N802
         try:
-            if request.device_id != self.device_id:
-                raise P4RuntimeError("NOT_FOUND", f"no device {request.device_id}")
+            self._check_device(request)
             pipe = self._pipeline()
             # READ_BATCH entities per response, the switch lock held per batch only: a read
             # of every register 50 times once held it for seconds (and the whole response

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import grpc
 import pytest
 from finsy.proto import p4r
 
@@ -255,3 +256,33 @@ def test_a_p4info_that_does_not_fit_the_program_and_unknown_update_types(client)
     with pytest.raises(P4RuntimeClientError) as bad:
         client._call(client.stub.Write, write)
     assert [code for code, _ in bad.value.errors] == ["INVALID_ARGUMENT"]
+
+
+def test_deleting_a_digest_that_was_never_configured_is_not_found(client: P4RuntimeClient):
+    """Issue 18 (7): the DELETE used to answer OK for a digest nobody had configured."""
+    digest_id = client.n.get("digests", enc.DIGEST).preamble.id
+    entry = p4r.Entity(digest_entry=p4r.DigestEntry(digest_id=digest_id))
+    with pytest.raises(P4RuntimeClientError) as e:
+        client.write(("DELETE", entry))
+    assert [code for code, _ in e.value.errors] == ["NOT_FOUND"]
+    client.enable_digest(enc.DIGEST)
+    client.write(("DELETE", entry))  # configured: deleted
+
+
+def test_a_request_for_a_role_the_switch_does_not_have_is_not_found(client: P4RuntimeClient):
+    """Issue 18 (7): a Write, Read or pipeline push naming a role other than the default
+    one was served as the default role's; the spec answers NOT_FOUND for an unknown role."""
+    write = p4r.WriteRequest(device_id=0, election_id=client.election_id, role="backup")
+    write.updates.add(
+        type=p4r.Update.MODIFY,
+        entity=p4r.Entity(register_entry=client.register_entry("ecn_kmin", 1, 5)),
+    )
+    with pytest.raises(P4RuntimeClientError) as w:
+        client._call(client.stub.Write, write)
+    assert w.value.code == "NOT_FOUND"
+    assert client.read_register("ecn_kmin", 1) == 0  # nothing written
+    read = p4r.ReadRequest(device_id=0, role="backup")
+    read.entities.add(register_entry=client.register_entry("ecn_kmin", 1))
+    with pytest.raises(grpc.RpcError) as r:
+        list(client.stub.Read(read))  # a server stream: the error comes with the first read
+    assert r.value.code() == grpc.StatusCode.NOT_FOUND
