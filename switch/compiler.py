@@ -33,6 +33,9 @@ DROP_PORT = 511  # simple_switch's default drop port (mark_to_drop sets egress_s
 MAX_JSON_MAJOR = 2
 
 
+MATCH_TYPES = ("exact", "lpm", "ternary", "range", "optional", "valid")  # what tables.py matches
+
+
 class AssertionFailure(Exception):
     """A P4 assert/assume failed: the packet is dropped (simple_switch would abort)."""
 
@@ -690,6 +693,8 @@ class Compiler:
         keys, codes = [], []
         for k in t["key"]:
             mt = k["match_type"]
+            if mt not in MATCH_TYPES:
+                raise Unsupported(f"table {t['name']!r}: match type {mt!r}")
             if mt == "valid":
                 hdr = k["target"] if isinstance(k["target"], str) else k["target"][0]
                 width, code = 1, f"f[{self.header(hdr).valid_slot}]"

@@ -47,11 +47,29 @@ class TableMap:
     direct_counter: bool
 
 
+def _check_unique_ids(p4info: Any) -> None:
+    """Every P4Info object has its own id (a repeated one would resolve to either)."""
+    seen: dict[int, str] = {}
+    kinds = (
+        "tables", "actions", "action_profiles", "counters", "direct_counters", "meters",
+        "direct_meters", "registers", "digests", "value_sets", "controller_packet_metadata",
+    )  # fmt: skip
+    for kind in kinds:
+        for obj in getattr(p4info, kind):
+            pid, name = obj.preamble.id, obj.preamble.name
+            if pid in seen:
+                raise P4RuntimeError(
+                    "INVALID_ARGUMENT", f"P4Info id {pid:#x} names both {seen[pid]} and {name}"
+                )
+            seen[pid] = name
+
+
 class P4InfoIndex:
     """Resolves P4Info ids against a compiled program (names match: p4c emits both)."""
 
     def __init__(self, p4info: Any, program: Program) -> None:
         self.p4info, self.program = p4info, program
+        _check_unique_ids(p4info)
         self.actions = {a.preamble.id: a for a in p4info.actions}
         self.tables: dict[int, TableMap] = {}
         json_actions_by_name: dict[str, list[int]] = {}
@@ -76,6 +94,13 @@ class P4InfoIndex:
                 raise P4RuntimeError(
                     "INVALID_ARGUMENT", f"{t.preamble.name}: {n} P4Info match fields, {m} in JSON"
                 )
+            for f, k in zip(fields, table.key, strict=True):
+                if f.bitwidth and k.match_type != "valid" and f.bitwidth != k.width:
+                    raise P4RuntimeError(
+                        "INVALID_ARGUMENT",
+                        f"{t.preamble.name}: match field {f.name} is {f.bitwidth} bits in the "
+                        f"P4Info, {k.width} in the JSON",
+                    )
             self.tables[t.preamble.id] = TableMap(
                 t, table, fields, ids, bool(t.direct_resource_ids)
             )
@@ -91,10 +116,17 @@ class P4InfoIndex:
             m.preamble.id: self._by_name(program.meters, m.preamble.name, "meter")
             for m in p4info.meters
         }
-        self.registers = {
-            r.preamble.id: self._by_name(program.registers, r.preamble.name, "register")
-            for r in p4info.registers
-        }
+        self.registers = {}
+        for r in p4info.registers:
+            reg = self._by_name(program.registers, r.preamble.name, "register")
+            width = r.type_spec.bitstring.bit.bitwidth
+            if r.size != reg.size or (width and width != reg.width):
+                raise P4RuntimeError(
+                    "INVALID_ARGUMENT",
+                    f"register {r.preamble.name}: {r.size} x {width} bits in the P4Info, "
+                    f"{reg.size} x {reg.width} in the JSON",
+                )
+            self.registers[r.preamble.id] = reg
         by_name = {ll.name: ll for ll in program.learn_lists.values()}
         self.digests = {}
         for d in p4info.digests:

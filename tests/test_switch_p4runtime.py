@@ -286,3 +286,47 @@ def test_a_request_for_a_role_the_switch_does_not_have_is_not_found(client: P4Ru
     with pytest.raises(grpc.RpcError) as r:
         list(client.stub.Read(read))  # a server stream: the error comes with the first read
     assert r.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def _push(client: P4RuntimeClient, p4info: object, device_config: bytes) -> str:
+    req = p4r.SetForwardingPipelineConfigRequest(
+        device_id=0, election_id=client.election_id, action=A.VERIFY_AND_COMMIT
+    )
+    req.config.p4info.CopyFrom(p4info)
+    req.config.p4_device_config = device_config
+    with pytest.raises(P4RuntimeClientError) as e:
+        client._call(client.stub.SetForwardingPipelineConfig, req)
+    return f"{e.value.code}: {e.value}"
+
+
+def _widen_a_match_field(p4info) -> None:
+    p4info.tables[0].match_fields[0].bitwidth += 1
+
+
+def _resize_a_register(p4info) -> None:
+    p4info.registers[0].size += 1
+
+
+def _repeat_an_id(p4info) -> None:
+    p4info.registers[1].preamble.id = p4info.registers[0].preamble.id
+
+
+@pytest.mark.parametrize("mutate", [_widen_a_match_field, _resize_a_register, _repeat_an_id])
+def test_a_p4info_that_disagrees_with_the_program_is_refused(client, mutate):
+    """Issue 18 (7): a P4Info whose widths, sizes or ids do not match the JSON was accepted
+    (and entries written through it then matched or indexed something else)."""
+    p4info = load_p4info(PROGRAM.p4info_path)
+    mutate(p4info)
+    assert _push(client, p4info, PROGRAM.json_path.read_bytes()).startswith("INVALID_ARGUMENT")
+
+
+def test_a_json_with_an_unknown_match_type_is_refused(client):
+    """Issue 18 (7): `match_type: "bogus"` loaded, and its table matched as a range."""
+    import json
+
+    doc = json.loads(PROGRAM.json_path.read_bytes())
+    table = next(t for p in doc["pipelines"] for t in p["tables"] if t["key"])
+    table["key"][0]["match_type"] = "bogus"
+    got = _push(client, load_p4info(PROGRAM.p4info_path), json.dumps(doc).encode())
+    assert got.startswith("INVALID_ARGUMENT")
+    assert "bogus" in got
