@@ -243,7 +243,8 @@ class Table:
                     raise EntryError("INVALID_ARGUMENT", f"{kf.name}: bad range {v!r}")
                 out.append((low, high))
         if not self.needs_priority:
-            priority = 0
+            if priority != 0:  # the spec: a priority only where ternary/range/optional match
+                raise EntryError("INVALID_ARGUMENT", f"{self.name} entries take no priority")
         elif priority <= 0:
             raise EntryError("INVALID_ARGUMENT", f"{self.name} entries need a priority > 0")
         return tuple(out), priority

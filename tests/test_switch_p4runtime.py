@@ -330,3 +330,18 @@ def test_a_json_with_an_unknown_match_type_is_refused(client):
     got = _push(client, load_p4info(PROGRAM.p4info_path), json.dumps(doc).encode())
     assert got.startswith("INVALID_ARGUMENT")
     assert "bogus" in got
+
+
+def test_an_lpm_entry_with_a_priority_is_refused(client: P4RuntimeClient):
+    """Issue 18 (7): a non-zero priority on a table without ternary/range/optional fields
+    was dropped silently (the spec: INVALID_ARGUMENT)."""
+    client.insert(client.member(enc.ECMP_SELECTOR, 1, enc.ACTION_FORWARD,
+                                {"port": 1, "src_mac": 1, "dst_mac": 2}))  # fmt: skip
+    entry = client.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (0x0A000001, 32)}, member=1)
+    entry.priority = 10
+    with pytest.raises(P4RuntimeClientError) as e:
+        client.insert(entry)
+    assert [code for code, _ in e.value.errors] == ["INVALID_ARGUMENT"]
+    entry.priority = 0
+    client.insert(entry)
+    assert len(client.read(client.table_entry(enc.TABLE_IPV4, {}))) == 1
