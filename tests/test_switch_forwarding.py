@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import select
 import socket
+import statistics
 import threading
 import time
 
@@ -114,8 +115,11 @@ def test_a_huge_read_does_not_stop_forwarding():
         got = arrivals(tb, len(sent), timeout_s=10)
     delays = [t - sent[dport] for _, dport, t in got if dport in sent]
     assert len(delays) == len(sent) >= 5, (len(delays), len(sent), took)
-    # the read took took[0] s; without batching every frame sent during it waited for its end
-    assert max(delays) < took[0] / 5, (max(delays), took)
+    # the read took took[0] s; without batching every frame sent during it waited for its
+    # end: delays spread from 0 to took[0], half of them past took[0] / 2. With batching a
+    # frame waits one batch at most, though a starved machine may stall a few a while
+    assert statistics.median(delays) < took[0] / 10, (statistics.median(delays), took)
+    assert max(delays) < took[0] / 2, (max(delays), took)
 
 
 def test_an_8021q_tag_reaches_the_program_as_it_was_on_the_wire():
