@@ -119,11 +119,15 @@ def select_actions(
     return jnp.where(explore, random, greedy)
 
 
+def held_ports(history: PortTelemetry) -> jax.Array:
+    """ACC §4.3: the ports that keep their setting: they sent nothing in the last interval
+    (no inference needed, no churn) and have a setting (kmax 0 is the register's reset)."""
+    return (jnp.asarray(history.tx_bytes)[-1] <= 0) & (jnp.asarray(history.kmax_bytes)[-1] > 0)
+
+
 def hold_idle_ports(chosen: EcnThresholds, history: PortTelemetry) -> EcnThresholds:
-    """ACC §4.3: a port that sent nothing in the last interval keeps its setting (no
-    inference needed, no churn), unless it has none yet (kmax 0, the register's reset)."""
-    idle = jnp.asarray(history.tx_bytes)[-1] <= 0
-    keep = idle & (jnp.asarray(history.kmax_bytes)[-1] > 0)
+    """`chosen` where the port is not held (held_ports), its current setting where it is."""
+    keep = held_ports(history)
     current = (history.kmin_bytes, history.kmax_bytes, history.pmax)
     return EcnThresholds(
         *(

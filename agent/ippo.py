@@ -265,8 +265,7 @@ class IppoPolicy:
     def _explore_step(
         self, actor: nnx.State, history: PortTelemetry, key: jax.Array, step: jax.Array
     ) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array, EcnThresholds]]:
-        """A decision sampled at the decaying temperature, with the key
-        for the next one."""
+        """A decision sampled at the decaying temperature, with the key for the next one."""
         key, k = jax.random.split(key)
         return key, self.decide(actor, history, k, temperature(self.config, step))
 

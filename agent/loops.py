@@ -120,9 +120,8 @@ def make_acc_loop(env: Any, config: ddqn.DdqnConfig, envs: int = 8) -> Loop:
         action = action.reshape(obs.shape[:2])
         # ACC §4.3 as deployed (ddqn.decide): a port idle last interval keeps its setting,
         # so its chosen action is not applied and its transition is not learnt from
-        h = state.history
-        held = (h.tx_bytes[:, -1] <= 0) & (h.kmax_bytes[:, -1] > 0)
-        th = jax.vmap(ddqn.hold_idle_ports)(template.thresholds(action, link_bps), h)
+        held = jax.vmap(ddqn.held_ports)(state.history)
+        th = jax.vmap(ddqn.hold_idle_ports)(template.thresholds(action, link_bps), state.history)
         next_obs, state, reward, _, info = jax.vmap(env.step)(state, th)
         busy = info["telemetry"].tx_bytes > 0
         batch = ddqn.Transition(

@@ -18,7 +18,7 @@ import numpy as np
 
 Array = Any  # numpy or jax array (or a Python scalar)
 
-# What the P4 program's digest counts (p4src/ecntune.p4), shared by the simulator's model of it
+# What the P4 program's digest counts (p4src/headers.p4), shared by the simulator's model of it
 SENDER_BITS = 64  # the per-port sketch of distinct source hosts, one bit per hashed source
 ELEPHANT_BYTES = 1_000_000  # a flow's bytes past this count as elephant bytes (PET §3.1)
 

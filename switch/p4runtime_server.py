@@ -151,8 +151,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             raise P4RuntimeError(
                 "NOT_FOUND", f"no device {request.device_id} (this is {self.device_id})"
             )
-        if request.role or getattr(request, "role_id", 0):
-            role = request.role or getattr(request, "role_id", 0)
+        role = request.role or getattr(request, "role_id", 0)  # ReadRequest has no role_id
+        if role:
             raise P4RuntimeError("NOT_FOUND", f"no role {role!r}: only the default role exists")
 
     def _check_primary(self, request: Any) -> None:
