@@ -1,8 +1,10 @@
-"""`ecntune train` and `ecntune eval`: the command line of agent/train.py and agent/evaluate.py.
+"""`ecntune train`, `eval` and `distill`: the command line of agent/train.py,
+agent/evaluate.py and agent/distill.py.
 
     ecntune train --algo acc --scenario star8 --episodes 200 --levels 6 --pmax 0.1,1.0
     ecntune eval --mix star8-heldout --checkpoint agent/checkpoints/acc-star8.msgpack
     ecntune eval --scenario testbed24 --incast 16 --checkpoint acc.msgpack --episodes 20
+    ecntune distill --checkpoint acc.msgpack --mix star8-train --judge-mix star8-heldout
 
 Heavy imports (JAX) happen inside the run functions, so `ecntune --help` stays instant.
 """
@@ -109,19 +111,24 @@ def _scenario(args: argparse.Namespace) -> SimScenario:
     )
 
 
+def _mix_arg(p: argparse.ArgumentParser, flag: str, kind: str, text: str) -> None:
+    """A named mix of sim/scenario.py whose name ends in `kind` (-train or -heldout)."""
+    p.add_argument(flag, choices=sorted(m for m in MIXES if m.endswith(kind)), default=None,
+                   help=text)  # fmt: skip
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("train", help="train an agent offline in the simulator")
     t.add_argument("--algo", choices=["acc", "pet"], default="acc")
     _scenario_args(t)
-    t.add_argument(
-        "--mix", choices=sorted(m for m in MIXES if m.endswith("-train")), default=None,
-        help="train on a named training mix of sim/scenario.py (episode i: scenario i mod n)",
-    )  # fmt: skip
-    t.add_argument(
-        "--judge-mix", choices=sorted(m for m in MIXES if m.endswith("-heldout")), default=None,
-        help="judge on this mix's scenarios (judge seeds, never the held-out ones) instead of "
-        "the training scenario",
-    )  # fmt: skip
+    _mix_arg(
+        t,
+        "--mix",
+        "-train",
+        "train on a named training mix of sim/scenario.py (episode i: scenario i mod n)",
+    )
+    _mix_arg(t, "--judge-mix", "-heldout", "judge on this mix's scenarios (judge seeds, never "
+             "the held-out ones) instead of the training scenario")  # fmt: skip
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--episodes", type=int, default=64, help="rounded up to whole rounds")
     t.add_argument(
@@ -162,9 +169,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     e.add_argument(
         "--checkpoint", action="append", default=[], metavar="[NAME=]PATH",
-        help="an agent checkpoint (repeatable); pet*.msgpack is PET, anything else ACC; "
-        "shown as acc:NAME / pet:NAME (default: the file's stem, or its folder's name where "
-        "stems repeat)",
+        help="an agent checkpoint (repeatable); pet*.msgpack is PET, *.json a distilled tree "
+        "(ecntune distill), anything else ACC; shown as acc:NAME / pet:NAME / tree:NAME "
+        "(default: the file's stem, or its folder's name where stems repeat)",
     )  # fmt: skip
     e.add_argument("--episodes", type=int, default=20, help="per scenario (the protocol: >= 20)")
     e.add_argument("--seed", type=int, default=HELD_OUT_SEED, help="first episode's seed")
@@ -176,6 +183,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _grid_args(e)
     e.add_argument("--out", type=Path, default=Path("results/eval"))
     e.set_defaults(func=run_eval)
+    d = sub.add_parser(
+        "distill",
+        help="distill a trained agent into a decision tree a switch table can hold",
+        description="Sample the agent's greedy decisions on busy ports over a training mix "
+        "(or one scenario), fit classification trees on its quantised features for table "
+        "sizes up to --max-leaves, report agreement on further episodes, save the largest as "
+        "tree.json (one range-match entry per leaf), and with --judge-mix judge tree and "
+        "agent by the evaluation protocol (agent/distill.py; RL-CC §V).",
+    )
+    d.add_argument("--checkpoint", required=True, metavar="PATH",
+                   help="the teacher: pet*.msgpack is PET, anything else ACC")  # fmt: skip
+    _scenario_args(d)
+    _mix_arg(d, "--mix", "-train", "sample states on this training mix (default: the scenario "
+             "options)")  # fmt: skip
+    d.add_argument(
+        "--episodes", type=int, default=32,
+        help="episodes per scenario to learn from (as many more to test agreement)",
+    )  # fmt: skip
+    d.add_argument(
+        "--max-leaves", type=int, default=64,
+        help="table entries (<= 256: what a port's table holds)",
+    )  # fmt: skip
+    d.add_argument("--max-depth", type=int, default=None, help="bound the tree's depth too")
+    _mix_arg(d, "--judge-mix", "-heldout", "then run the evaluation protocol on this held-out "
+             "mix: tree vs agent vs the single best static, with CIs")  # fmt: skip
+    d.add_argument("--judge-episodes", type=int, default=20)
+    d.add_argument("--out", type=Path, default=Path("results/distill"))
+    d.set_defaults(func=run_distill)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -220,6 +255,11 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kind(path: Path) -> str:
+    """The policy kind a file holds, from its name: *.json a distilled tree, pet* PET."""
+    return "tree" if path.suffix == ".json" else "pet" if path.stem.startswith("pet") else "acc"
+
+
 def _checkpoints(specs: list[str]) -> dict[str, Path]:
     """'[NAME=]PATH' -> {'acc:NAME': PATH}: the kind from the file's name (pet*: PET), the
     name given, else the stem, else (where stems repeat, as results/train-*/acc.msgpack do)
@@ -229,7 +269,7 @@ def _checkpoints(specs: list[str]) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for spec, path in zip(specs, paths, strict=True):
         given = spec.partition("=")[0] if "=" in spec else None
-        kind = "pet" if path.stem.startswith("pet") else "acc"
+        kind = _kind(path)
         name = f"{kind}:{given or (path.stem if stems.count(path.stem) == 1 else path.parent.name)}"
         if name in out:
             raise ValueError(f"two checkpoints would both be called {name!r}: name them NAME=PATH")
@@ -269,4 +309,47 @@ def run_eval(args: argparse.Namespace) -> int:
     print(report.write(result, args.out, title))
     plots = ", *.png" if agents else " (no agents: no plots)"
     print(f"written: {args.out}/report.md, comparisons.csv, policies.csv{plots}")
+    return 0
+
+
+def run_distill(args: argparse.Namespace) -> int:
+    from ecntune.agent import distill, report
+    from ecntune.agent.evaluate import evaluate_mix
+    from ecntune.agent.policy import load_policy
+
+    if not 2 <= args.max_leaves <= 256:
+        print("error: --max-leaves must be 2..256 (entries of one port's table)", file=sys.stderr)
+        return 2
+    path = Path(args.checkpoint)
+    try:
+        teacher = load_policy(f"{_kind(path)}:{path}")
+        if not hasattr(teacher, "config"):
+            raise ValueError(f"{path}: only a trained ACC or PET agent can be distilled")
+        scenarios = list(MIXES[args.mix]) if args.mix else [_scenario(args)]
+        start = time.monotonic()
+        result = distill.distill(teacher, scenarios, args.episodes, args.max_leaves,
+                                 args.max_depth, progress=print)  # fmt: skip
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    meta = {
+        "teacher": str(path), "sampled_on": [sc.label for sc in scenarios],
+        "episodes": args.episodes, "train_states": result.train_states,
+        "test_states": result.test_states, "test_agreement": result.test_agreement,
+    }  # fmt: skip
+    tree_path = args.out / "tree.json"
+    p = result.policy
+    distill.save(tree_path, p.config, p.tree, p.reward, meta)
+    distill.write_curve(result.curve, args.out)
+    print(
+        f"tree: {tree_path} ({int(p.tree.action.shape[0])} entries; agrees with the agent on "
+        f"{result.test_agreement:.1%} of {result.test_states} held-out states; "
+        f"{time.monotonic() - start:.0f} s)"
+    )
+    if args.judge_mix:
+        agents = {f"{_kind(path)}:{path.stem}": teacher, "tree:distilled": distill.load(tree_path)}
+        judged = evaluate_mix(list(MIXES[args.judge_mix]), agents, args.judge_episodes,
+                              cache=args.out / "runs")  # fmt: skip
+        report.write(judged, args.out / "eval", f"Distilled tree and its agent on {args.judge_mix}")
+        print(distill.write_judgement(judged, *agents, result, args.out))
     return 0

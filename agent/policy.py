@@ -9,6 +9,7 @@ restored, so a restarted controller resumes where it stopped.
     load_policy("static:20KB,80KB,0.1")  explicit kmin, kmax (bytes, or KB/MB), pmax
     load_policy("acc:path/to/ckpt")      a DDQN agent (agent/ddqn.py)
     load_policy("pet:path/to/ckpt")      an IPPO agent (agent/ippo.py)
+    load_policy("tree:path/tree.json")   a distilled agent: one table lookup (agent/distill.py)
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class LearningPolicy(Policy, Protocol):
 LEARNED_KINDS = {
     "acc": "ecntune.agent.ddqn",
     "pet": "ecntune.agent.ippo",
+    "tree": "ecntune.agent.distill",  # a distilled ACC/PET agent (ecntune distill)
 }  # kind -> module that provides load(path)
 
 

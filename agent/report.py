@@ -38,7 +38,7 @@ LABELS = {
 }
 
 
-def _fmt(c: Comparison) -> str:
+def formatted(c: Comparison) -> str:
     star = "**" if c.significant else ""
     return f"{star}{c.rel:+.1%}{star} [{c.lo:+.1%}, {c.hi:+.1%}]"
 
@@ -105,7 +105,7 @@ def write(result: MixResult, out: Path, title: str) -> str:
     ]
     for agent in result.agents:
         cs = record(agent, "mix", result.single_best, result.comparisons(agent))
-        lines.append(f"| {agent} | " + " | ".join(_fmt(c) for c in cs) + f" | {verdict(cs)} |")
+        lines.append(f"| {agent} | " + " | ".join(formatted(c) for c in cs) + f" | {verdict(cs)} |")
     if result.frozen:
         lines += [
             "\n## Does changing the setting help? Each agent against itself frozen\n",
@@ -118,7 +118,7 @@ def write(result: MixResult, out: Path, title: str) -> str:
         for agent in result.agents:
             frozen = result.frozen[agent]
             cs = record(agent, "mix", frozen, result.against_frozen(agent))
-            lines.append(f"| {agent} | `{frozen}` | " + " | ".join(_fmt(c) for c in cs) + " |")
+            lines.append(f"| {agent} | `{frozen}` | " + " | ".join(formatted(c) for c in cs) + " |")
     lines += [
         "\n## Per scenario, against that scenario's best static in hindsight\n",
         "How close one learned policy gets to every scenario's oracle setting.\n",
@@ -130,7 +130,7 @@ def write(result: MixResult, out: Path, title: str) -> str:
         for agent in result.agents:
             cs = record(agent, label, best, result.per_scenario(agent, i, best))
             lines.append(
-                f"| {label} | `{best}` | {agent} | " + " | ".join(_fmt(c) for c in cs) + " |"
+                f"| {label} | `{best}` | {agent} | " + " | ".join(formatted(c) for c in cs) + " |"
             )
     lines += [
         "\n## Per scenario, against the presets and the single best static (mice mean slowdown)\n",
@@ -142,7 +142,7 @@ def write(result: MixResult, out: Path, title: str) -> str:
             cells = []
             for base in _presets(result):
                 c = record(agent, label, base, result.per_scenario(agent, i, base))[0]
-                cells.append(_fmt(c))
+                cells.append(formatted(c))
             lines.append(f"| {label} | {agent} | " + " | ".join(cells) + " |")
     rows = [
         policy_row(label, name, o)

@@ -6,6 +6,9 @@
   Each policy's decision is one compiled call; the reference, in the same run, is the same
   decision op by op (`jax.disable_jit()`: how the controller ran it before, 3.1 ms for ACC).
   Issue 20's target: ≤ 100 µs median for the agents.
+- decision_tree_32ports: the same for the shipped ACC agent distilled into a 256-entry
+  table (agent/distill.py; fitted here on random feature vectors labelled by the network,
+  so the table has the full 256 entries), against the network it imitates, same run.
 - controller_tick_32ports: `SwitchLoop.tick` with the shipped ACC agent, one digest per
   port decoded and checked before each tick (`on_digest`), then history, decision, clamp,
   reward, guard and register encoding: what the controller spends per interval apart from
@@ -24,6 +27,9 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
+from ecntune.agent import distill
+from ecntune.agent.ddqn import DdqnPolicy, q_values
+from ecntune.agent.features import observation_size
 from ecntune.agent.policy import Policy, load_policy
 from ecntune.controller.loop import SwitchLoop
 from ecntune.controller.safety import Guard
@@ -70,6 +76,14 @@ def decision(policy: Policy, rng: np.random.Generator) -> tuple[float, float]:
     with jax.disable_jit():
         eager = median_us(lambda: policy.act(next(feed)), repeats=REPEATS // 50)
     return compiled, eager
+
+
+def table_of(teacher: DdqnPolicy, rng: np.random.Generator) -> distill.TreePolicy:
+    """`teacher` distilled into a full 256-entry table on random feature vectors."""
+    obs = rng.uniform(0, 1, (20_000, observation_size(teacher.config.features)))
+    actions = np.argmax(np.asarray(q_values(teacher.graph, teacher.params, obs)), axis=-1)
+    tree, _ = distill.fit_tree(obs.astype(np.float32), actions, max_leaves=256)
+    return distill.TreePolicy(distill.tree_config(teacher), tree, teacher.reward)
 
 
 def digest(port: int, regs: enc.EcnRegisters | None, rng: np.random.Generator) -> dict[str, int]:
@@ -123,6 +137,17 @@ def main() -> None:
             "ratio_to_static": round(us / static_us, 2),
             "goal_us": 100, "reference": "the same decision op by op; static SECN1",
         })  # fmt: skip
+    teacher = load_policy("acc:default")
+    assert isinstance(teacher, DdqnPolicy)
+    table = table_of(teacher, rng)
+    tree_us, tree_eager_us = decision(table, rng)
+    net_us, _ = decision(teacher, rng)
+    emit({
+        "bench": f"decision_tree_{PORTS}ports", "entries": int(table.tree.action.shape[0]),
+        "median_us": round(tree_us, 1), "op_by_op_median_us": round(tree_eager_us, 1),
+        "acc_network_median_us": round(net_us, 1), "ratio_to_network": round(tree_us / net_us, 2),
+        "reference": "the ACC network it imitates, same run",
+    })  # fmt: skip
     static_tick = tick_us(load_policy("static:secn1"), rng)
     acc_tick = tick_us(load_policy("acc:default"), rng)
     emit({
