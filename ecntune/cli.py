@@ -20,6 +20,7 @@ SUBCOMMAND_MODULES = [
     "ecntune.fabric.cleanup",
     "ecntune.fabric.commands",
     "ecntune.fabric.demo",
+    "ecntune.fabric.dashboard",
     "ecntune.agent.cli",
 ]
 

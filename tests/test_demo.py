@@ -8,11 +8,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from ecntune.fabric.cleanup import leftovers
+from ecntune.targets import free_port
 
 ECNTUNE = str(Path(sys.executable).with_name("ecntune"))
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -25,9 +27,26 @@ def demo(out: Path, *extra: str) -> list[str]:
 @pytest.mark.timeout(600)
 def test_demo_compares_static_ecn_with_the_agent(tmp_path: Path):
     out = tmp_path / "demo"
-    run = subprocess.run(demo(out), capture_output=True, text=True, timeout=540)
+    port = free_port()
+    proc = subprocess.Popen(demo(out, "--serve", str(port)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    seen = []  # telemetry rows the live view served, polled while the demo runs
+    while proc.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/data", timeout=5) as r:
+                phases = json.loads(r.read())["phases"]
+            seen.append(sum(len(p["rows"]) for p in phases.values()))
+        except OSError:
+            pass  # not serving yet, or the run just ended
+        time.sleep(1.0)
+    stdout, stderr = proc.communicate(timeout=60)
+    run = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "FCT slowdown" in run.stdout
+    assert f"live view: http://127.0.0.1:{port}/" in run.stdout
+    # the live view grew with the run: both phases' rows, seen at many different counts
+    assert len(set(seen)) >= 5, seen
+    assert seen == sorted(seen)
     for name in ("report.md", "comparison.csv", "summary.json", "fct_cdf.png", "queues.png"):
         assert (out / name).stat().st_size > 0, name
     summary = {s["phase"]: s for s in json.loads((out / "summary.json").read_text())}

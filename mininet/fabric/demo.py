@@ -2,6 +2,7 @@
 
     ecntune demo                         # embedded target, star8, ~2 minutes on 2 cores
     ecntune demo --target bmv2 --out results/demo-bmv2
+    ecntune demo --serve                 # and watch it live on http://127.0.0.1:8080/
 
 It builds the fabric, runs the scenario (Poisson WebSearch flows between all hosts plus a
 synchronised incast into one host, with queue probes) under each control plane, and writes
@@ -40,6 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"a phase's control policy, repeatable (default: {' then '.join(DEFAULT_POLICIES)})",
     )
     p.add_argument("--out", type=Path, default=None, help="default: results/demo-<time>")
+    p.add_argument(
+        "--serve", type=int, nargs="?", const=8080, default=None, metavar="PORT",
+        help="serve a live page of the run on 127.0.0.1:PORT (default 8080) while it runs "
+        "(ecntune.fabric.dashboard; `ecntune dashboard OUT` serves it afterwards)",
+    )  # fmt: skip
     p.set_defaults(func=run_demo)
 
 
@@ -88,8 +94,19 @@ def run_demo(args: argparse.Namespace) -> int:
         )
 
     phases = {phase_name(policy): plane(policy) for policy in policies}
-    with Fabric(topo, options) as fab:
-        run_phases(fab, scenario, phases, out)
+    server = None
+    if args.serve is not None:
+        from ecntune.fabric.dashboard import serve_in_background
+
+        out.mkdir(parents=True, exist_ok=True)
+        server = serve_in_background(out, args.serve)
+        print(f"live view: http://127.0.0.1:{server.server_address[1]}/", flush=True)
+    try:
+        with Fabric(topo, options) as fab:
+            run_phases(fab, scenario, phases, out)
+    finally:
+        if server is not None:
+            server.shutdown()
     table = write_report(
         [load_phase(name, out / name) for name in phases], out, title=f"ecntune demo ({topo.name})"
     )
