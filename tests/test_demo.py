@@ -15,6 +15,7 @@ import pytest
 
 from ecntune.fabric.cleanup import leftovers
 from ecntune.targets import free_port
+from ecntune.traffic.records import SentRecord, read_records
 
 ECNTUNE = str(Path(sys.executable).with_name("ecntune"))
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -68,6 +69,22 @@ def test_demo_compares_static_ecn_with_the_agent(tmp_path: Path):
     assert all(r["mode"] == "agent" for r in rows[first_agent:])
     assert "fallback" not in summary["acc-default"]["control"]["shares"]
     assert "acc:default" in (out / "report.md").read_text().split("acc-default:", 1)[1]
+    assert not leftovers()
+
+
+@pytest.mark.timeout(300)
+def test_a_storm_demo_changes_the_traffic_halfway(tmp_path: Path):
+    out = tmp_path / "storm"
+    run = subprocess.run(demo(out, "--storm", "--policy", "static:secn1"), capture_output=True,
+                         text=True, timeout=240)  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    meta = json.loads((out / "static-secn1" / "scenario.json").read_text())
+    incast = read_records((out / "static-secn1").glob("*.incast.jsonl"), SentRecord)
+    senders = meta["roles"]["incast_senders"]
+    assert len(senders) == len(meta["topology"]["hosts"]) - 2  # every other host
+    assert len(incast) == len(senders) * int(3.0 / 0.5)  # bursts every 0.5 s from 3 s on
+    assert min(r.start for r in incast) >= meta["t0"] + 3.0  # nothing before halfway
+    assert all(r.completed for r in incast)
     assert not leftovers()
 
 

@@ -42,3 +42,6 @@ def test_invalid_scenarios_are_refused():
         Scenario(workload="nope")
     with pytest.raises(ValueError, match="load"):
         Scenario(load=0)
+    for late in (-1.0, 20.0):
+        with pytest.raises(ValueError, match="incast_from_s"):
+            Scenario(duration_s=20.0, incast_from_s=late)

@@ -3,6 +3,7 @@
     ecntune demo                         # embedded target, star8, ~2 minutes on 2 cores
     ecntune demo --target bmv2 --out results/demo-bmv2
     ecntune demo --serve                 # and watch it live on http://127.0.0.1:8080/
+    ecntune demo --storm                 # an incast storm begins halfway through each phase
 
 It builds the fabric, runs the scenario (Poisson WebSearch flows between all hosts plus a
 synchronised incast into one host, with queue probes) under each control plane, and writes
@@ -25,6 +26,7 @@ from pathlib import Path
 from ecntune.topology import PRESETS
 
 DEFAULT_POLICIES = ("static:secn1", "acc:default")
+STORM_PERIOD_S = 0.5  # --storm: an incast burst every half second from halfway on
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,6 +42,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"a phase's control policy, repeatable (default: {' then '.join(DEFAULT_POLICIES)})",
     )
+    p.add_argument(
+        "--storm", action="store_true",
+        help="traffic that changes mid-run: halfway through each phase an incast storm "
+        "begins (every other host into one, every 0.5 s) instead of --incast all along",
+    )  # fmt: skip
     p.add_argument("--out", type=Path, default=None, help="default: results/demo-<time>")
     p.add_argument(
         "--serve", type=int, nargs="?", const=8080, default=None, metavar="PORT",
@@ -80,7 +87,9 @@ def run_demo(args: argparse.Namespace) -> int:
         load=args.load,
         workload_hosts=tuple(h for h in hosts if h != hosts[-2]),  # the prober sends nothing else
         receiver=hosts[-1],
-        incast_degree=min(args.incast, len(hosts) - 2),
+        incast_degree=len(hosts) - 2 if args.storm else min(args.incast, len(hosts) - 2),
+        incast_period_s=STORM_PERIOD_S if args.storm else Scenario.incast_period_s,
+        incast_from_s=args.duration / 2 if args.storm else 0.0,
         probe_src=hosts[-2],
     )
     policies = args.policy or list(DEFAULT_POLICIES)

@@ -53,6 +53,7 @@ class Scenario:
     incast_degree: int = 0  # N synchronised senders (0: no incast)
     incast_bytes: int = 50_000  # per sender per burst
     incast_period_s: float = 2.0
+    incast_from_s: float = 0.0  # the bursts begin this long after the start (a storm mid-run)
     probe_src: str | None = None  # a host that probes the receiver's port (None: no probes)
     probe_period_s: float = 0.01
     seed: int = 1
@@ -63,6 +64,8 @@ class Scenario:
             raise ValueError(f"unknown workload {self.workload!r}; choose one of {WORKLOADS}")
         if self.duration_s <= 0 or not 0 < self.load <= 1:
             raise ValueError("a scenario needs a positive duration and a load in (0, 1]")
+        if not 0 <= self.incast_from_s < self.duration_s:
+            raise ValueError("incast_from_s must fall within the scenario's duration")
 
 
 @dataclass(frozen=True)
@@ -197,9 +200,11 @@ def run_scenario(fabric: Fabric, scenario: Scenario, outdir: Path) -> ScenarioRe
             if scenario.max_flow_bytes:
                 args += ["--max-bytes", str(scenario.max_flow_bytes)]
             senders.append(tools.spawn(h, "sender", *args))
-        bursts = max(1, int(scenario.duration_s / scenario.incast_period_s))
+        incast_s = scenario.duration_s - scenario.incast_from_s
+        bursts = max(1, int(incast_s / scenario.incast_period_s))
+        storm = ["--start-at", repr(t0 + scenario.incast_from_s), "--cc", fabric.cc]
         for h in roles.incast_senders:
-            args = [*common, "--src", ip[h], "--dst", ip[roles.receiver]]
+            args = [*storm, "--src", ip[h], "--dst", ip[roles.receiver]]
             args += ["--size", str(scenario.incast_bytes), "--bursts", str(bursts)]
             args += ["--period", str(scenario.incast_period_s)]
             args += ["--out", str(outdir / f"{h}.incast.jsonl")]
