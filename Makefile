@@ -20,7 +20,7 @@ SYSTEM_PY ?= /usr/bin/python3
 
 APT_PACKAGES := python3 python3-venv python3-dev build-essential \
 	mininet iputils-ping iproute2 tcpdump ethtool psmisc procps \
-	libns3-dev pkg-config chromium
+	libns3-dev pkg-config chromium openssl
 
 .PHONY: install apt venv lock test lint bench p4 demo clean
 

@@ -17,6 +17,10 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import grpc
 
 DEFAULT_GRPC_ADDR = "127.0.0.1:9559"
 
@@ -69,7 +73,39 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("program", nargs="?", type=Path, help="BMv2 JSON to run at start")
     p.add_argument("--grpc-server-addr", default=DEFAULT_GRPC_ADDR)
     p.add_argument("--cpu-port", type=int, default=0, help="0: no packet I/O with the controller")
+    # TLS as simple_switch_grpc offers it (same option names)
+    p.add_argument("--grpc-server-ssl", action="store_true", help="serve P4Runtime over TLS")
+    p.add_argument("--grpc-server-cacert", type=Path, help="CA that signs client certificates")
+    p.add_argument("--grpc-server-cert", type=Path, help="the server's certificate (PEM)")
+    p.add_argument("--grpc-server-key", type=Path, help="the server's private key (PEM)")
+    p.add_argument(
+        "--grpc-server-with-client-auth", action="store_true",
+        help="mutual TLS: refuse clients without a certificate signed by --grpc-server-cacert",
+    )  # fmt: skip
     return p
+
+
+def server_credentials(args: argparse.Namespace) -> grpc.ServerCredentials | None:
+    """TLS credentials from the --grpc-server-* options (None: plaintext); ValueError says
+    what is missing or unreadable."""
+    import grpc
+
+    if not args.grpc_server_ssl:
+        if args.grpc_server_with_client_auth:
+            raise ValueError("--grpc-server-with-client-auth needs --grpc-server-ssl")
+        return None
+    if not (args.grpc_server_cert and args.grpc_server_key):
+        raise ValueError("--grpc-server-ssl needs --grpc-server-cert and --grpc-server-key")
+    if args.grpc_server_with_client_auth and not args.grpc_server_cacert:
+        raise ValueError("--grpc-server-with-client-auth needs --grpc-server-cacert")
+    try:
+        key, cert = args.grpc_server_key.read_bytes(), args.grpc_server_cert.read_bytes()
+        ca = args.grpc_server_cacert.read_bytes() if args.grpc_server_cacert else None
+    except OSError as e:
+        raise ValueError(f"cannot read a TLS file: {e}") from None
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=ca, require_client_auth=args.grpc_server_with_client_auth
+    )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -103,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     log = logging.getLogger("ecntune.switch")
 
     from ecntune.switch import ctl, p4runtime_server
+
+    try:
+        credentials = server_credentials(args)
+    except ValueError as e:
+        log.error("%s", e)
+        return 2
     from ecntune.switch.compiler import compile_program
     from ecntune.switch.dataplane import Switch
     from ecntune.switch.layout import Unsupported
@@ -124,26 +166,33 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if program is not None:
         switch.load(program)
+    control = None
     try:
         control = ctl.serve(switch, args.thrift_port)
-        grpc_server = p4runtime_server.serve(switch, args.device_id, args.grpc_server_addr)
+        grpc_server = p4runtime_server.serve(
+            switch, args.device_id, args.grpc_server_addr, credentials
+        )
     except OSError as e:
         log.error("cannot start: %s", e)
+        if control is not None:
+            control.stop()
         switch.stop()
         return 2
     done = threading.Event()
     switch.on_failure = lambda _: done.set()  # nothing forwards: take the process down
     switch.start()
     log.warning(
-        "embedded switch %d up: ports %s, P4Runtime on %s, control on 127.0.0.1:%d",
-        args.device_id, dict(args.interface), args.grpc_server_addr, args.thrift_port,
+        "embedded switch %d up: ports %s, P4Runtime on %s (%s), control on 127.0.0.1:%d",
+        args.device_id, dict(args.interface), args.grpc_server_addr,
+        "mutual TLS" if args.grpc_server_with_client_auth else
+        "TLS" if args.grpc_server_ssl else "plaintext", args.thrift_port,
     )  # fmt: skip
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
     done.wait()
     grpc_server.stop(grace=0.5).wait()
-    control.shutdown()
+    control.stop()
     switch.stop()
     if switch.failure is not None:
         log.critical("exiting: the data plane died (%s)", switch.failure)

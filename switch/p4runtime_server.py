@@ -655,13 +655,16 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             raise P4RuntimeError(*_unsupported("reading", which))
 
 
-def serve(switch: Switch, device_id: int, address: str) -> grpc.Server:
+def serve(
+    switch: Switch, device_id: int, address: str, credentials: grpc.ServerCredentials | None = None
+) -> grpc.Server:
     """Start the gRPC server (the caller keeps the returned server alive and stops it).
 
     Every open StreamChannel holds a worker thread for as long as it lives, so streams
     beyond MAX_STREAMS are refused (RESOURCE_EXHAUSTED, as BMv2 does) and the pool keeps
     UNARY_WORKERS for Write, Read and the rest: 16 idle streams once hung every other RPC.
-    Messages up to MAX_MESSAGE_BYTES (BMv2's 256 MB), so large pipelines fit."""
+    Messages up to MAX_MESSAGE_BYTES (BMv2's 256 MB), so large pipelines fit. With
+    `credentials`, TLS (mutual where they require client certificates), as BMv2 offers."""
     server = grpc.server(
         futures.ThreadPoolExecutor(
             max_workers=MAX_STREAMS + UNARY_WORKERS, thread_name_prefix="p4rt"
@@ -672,7 +675,12 @@ def serve(switch: Switch, device_id: int, address: str) -> grpc.Server:
         ],
     )
     p4r_grpc.add_P4RuntimeServicer_to_server(P4RuntimeService(switch, device_id), server)
-    if server.add_insecure_port(address) == 0:
+    bound = (
+        server.add_secure_port(address, credentials)
+        if credentials is not None
+        else server.add_insecure_port(address)
+    )
+    if bound == 0:
         raise OSError(f"cannot listen on {address}")
     server.start()
     return server
