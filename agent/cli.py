@@ -321,10 +321,12 @@ def run_distill(args: argparse.Namespace) -> int:
         print("error: --max-leaves must be 2..256 (entries of one port's table)", file=sys.stderr)
         return 2
     path = Path(args.checkpoint)
+    if _kind(path) == "tree":
+        print(f"error: {path} is a distilled tree: distill an ACC or PET checkpoint",
+              file=sys.stderr)  # fmt: skip
+        return 2
     try:
         teacher = load_policy(f"{_kind(path)}:{path}")
-        if not hasattr(teacher, "config"):
-            raise ValueError(f"{path}: only a trained ACC or PET agent can be distilled")
         scenarios = list(MIXES[args.mix]) if args.mix else [_scenario(args)]
         start = time.monotonic()
         result = distill.distill(teacher, scenarios, args.episodes, args.max_leaves,

@@ -158,11 +158,11 @@ def sample_states(
     sent in the last interval: idle ones keep their setting under ACC's rule) over
     `episodes` episodes of each scenario, the teacher driving the fabric (RL-CC §V-C:
     "trajectories using a convergent policy")."""
-    from ecntune.agent.evaluate import _env
+    from ecntune.agent.evaluate import scenario_env
 
     obs_all, act_all = [], []
     for sc in scenarios:
-        env = _env(sc)
+        env = scenario_env(sc)
 
         def episode(key: jax.Array, params: Any, env: Any = env) -> tuple[jax.Array, ...]:
             _, state = env.reset(key)

@@ -157,7 +157,7 @@ def run_policies(
     from ecntune.agent.policy import StaticPolicy, greedy_function
     from ecntune.telemetry import EcnThresholds
 
-    env = _env(scenario)
+    env = scenario_env(scenario)
     keys = jnp.stack([jax.random.key(seed + i) for i in range(episodes)])
     link_bps = env.link_bps()
     history = env.reset(keys[0])[1].history
@@ -187,7 +187,7 @@ def run_policies(
 
 
 @functools.lru_cache(maxsize=8)
-def _env(scenario: SimScenario) -> Any:
+def scenario_env(scenario: SimScenario) -> Any:
     """One Env per scenario, so its jitted reset/step (static on the Env) compile once."""
     return scenario.env()
 
@@ -465,7 +465,9 @@ def evaluate_mix(
         for policies, identity in groups:
             runs[-1].update(run(sc, policies, identity))
     # the ablation: every agent frozen to the setting it held most often over the mix
-    alpha = [np.asarray(alpha_bytes(_env(sc).link_bps())) for sc in scenarios] if agents else []
+    alpha = (
+        [np.asarray(alpha_bytes(scenario_env(sc).link_bps())) for sc in scenarios] if agents else []
+    )
     frozen = {a: most_frequent_setting([r[a] for r in runs], alpha) for a in agents}
     extra = [n for n in dict.fromkeys(frozen.values()) if n not in runs[0]]
     bar.total += len(scenarios) * len(extra) * episodes

@@ -78,7 +78,7 @@ def decision(policy: Policy, rng: np.random.Generator) -> tuple[float, float]:
     return compiled, eager
 
 
-def table_of(teacher: DdqnPolicy, rng: np.random.Generator) -> distill.TreePolicy:
+def distilled_on_random_states(teacher: DdqnPolicy, rng: np.random.Generator) -> distill.TreePolicy:
     """`teacher` distilled into a full 256-entry table on random feature vectors."""
     obs = rng.uniform(0, 1, (20_000, observation_size(teacher.config.features)))
     actions = np.argmax(np.asarray(q_values(teacher.graph, teacher.params, obs)), axis=-1)
@@ -139,7 +139,7 @@ def main() -> None:
         })  # fmt: skip
     teacher = load_policy("acc:default")
     assert isinstance(teacher, DdqnPolicy)
-    table = table_of(teacher, rng)
+    table = distilled_on_random_states(teacher, rng)
     tree_us, tree_eager_us = decision(table, rng)
     net_us, _ = decision(teacher, rng)
     emit({

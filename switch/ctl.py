@@ -128,7 +128,7 @@ class ControlServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
 
     def __init__(self, switch: Switch, port: int) -> None:
-        self.switch, self.port = switch, port
+        self.switch = switch
         super().__init__(("127.0.0.1", port), _Handler)
         try:
             self.token = write_token(self.server_address[1])

@@ -185,7 +185,11 @@ def run_scenario(fabric: Fabric, scenario: Scenario, outdir: Path) -> ScenarioRe
             tools.spawn(roles.receiver, "burst listen", "--out", str(outdir / "probe.jsonl"))
         tools.wait_listening()
         t0 = time.time() + STARTUP_S
-        common = ["--start-at", repr(t0), "--cc", fabric.cc]
+
+        def timing(start: float) -> list[str]:
+            return ["--start-at", repr(start), "--cc", fabric.cc]
+
+        common = timing(t0)
         senders = []
         for i, (h, dsts) in enumerate(roles.workload.items()):
             args = [*common, "--src", ip[h], "--workload", scenario.workload]
@@ -202,9 +206,9 @@ def run_scenario(fabric: Fabric, scenario: Scenario, outdir: Path) -> ScenarioRe
             senders.append(tools.spawn(h, "sender", *args))
         incast_s = scenario.duration_s - scenario.incast_from_s
         bursts = max(1, int(incast_s / scenario.incast_period_s))
-        storm = ["--start-at", repr(t0 + scenario.incast_from_s), "--cc", fabric.cc]
+        incast_start = timing(t0 + scenario.incast_from_s)
         for h in roles.incast_senders:
-            args = [*storm, "--src", ip[h], "--dst", ip[roles.receiver]]
+            args = [*incast_start, "--src", ip[h], "--dst", ip[roles.receiver]]
             args += ["--size", str(scenario.incast_bytes), "--bursts", str(bursts)]
             args += ["--period", str(scenario.incast_period_s)]
             args += ["--out", str(outdir / f"{h}.incast.jsonl")]
