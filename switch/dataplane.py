@@ -29,9 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ecntune.switch.compiler import DROP_PORT, AssertionFailure, Pkt, Program
 from ecntune.switch.digests import DigestEngine
 from ecntune.switch.packet_io import Port, Waker
+from ecntune.switch.program import Program
+from ecntune.switch.runtime import DROP_PORT, AssertionFailure, Pkt
 from ecntune.switch.traffic_manager import TrafficManager
 
 log = logging.getLogger("ecntune.switch")

@@ -13,8 +13,8 @@ from typing import Any
 
 from finsy.proto import p4d, p4i, p4r
 
-from ecntune.switch.compiler import Program
 from ecntune.switch.externs import ExternIndexError
+from ecntune.switch.program import Program
 from ecntune.switch.tables import ActionCall, Entry, EntryError, Table
 
 

@@ -24,11 +24,12 @@ import grpc
 from finsy.proto import p4d, p4r, p4r_grpc, rpc_code, rpc_status
 from google.protobuf import any_pb2
 
-from ecntune.switch.compiler import Program, compile_program
+from ecntune.switch.compiler import compile_program
 from ecntune.switch.dataplane import MirrorSession, Switch
 from ecntune.switch.digests import DigestConfig
 from ecntune.switch.layout import Unsupported
 from ecntune.switch.p4info import P4InfoIndex, P4RuntimeError, decode, encode
+from ecntune.switch.program import Program
 from ecntune.switch.tables import ActionCall, EntryError
 
 log = logging.getLogger("ecntune.switch.p4runtime")

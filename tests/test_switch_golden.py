@@ -1,0 +1,247 @@
+"""Golden test of the embedded target with no root, no namespaces and no sockets.
+
+ecn.p4's committed BMv2 JSON is compiled and loaded into a `Switch` whose ports are
+in-memory wires; frames go in through `Switch.receive` (what the data-plane loop calls for
+every frame a port reads) and leave through `run_departures`. Nothing departs until the
+test drains the queues, so a burst of frames stands in the egress queue exactly as it
+would behind a slow port, and the switch's clock is the test's. The switch is programmed
+as the controller programs it: an action-selector member per next hop (forward: port and
+MACs) and an LPM entry per destination (controller/forwarding.py), thresholds and the
+telemetry interval by PacketOut control packets (p4src/encoding.py). Every expected frame,
+mark and counter is computed here, from scapy and the encodings, never read back from
+the switch.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import struct
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from scapy.layers.inet import IP, TCP, UDP
+from scapy.layers.l2 import Ether
+
+from ecntune.p4src import PROGRAM
+from ecntune.p4src import encoding as enc
+from ecntune.switch.compiler import compile_program
+from ecntune.switch.dataplane import Switch
+from ecntune.switch.digests import DigestConfig
+from ecntune.switch.tables import ActionCall
+from ecntune.topology import host_mac, mac_int, port_mac
+
+CPU_PORT = 255
+HOSTS = {1: "10.0.0.1", 2: "10.0.0.2", 3: "10.0.0.3"}  # port -> the host behind it
+START_US = 1_000_000
+INTERVAL_US = 2_000
+NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
+DROPS = {reason: i for i, reason in enumerate(enc.DROP_REASONS)}  # drops counter index
+
+
+@dataclass
+class Wire:
+    """A switch port whose transmitted frames the test reads."""
+
+    number: int
+    sent: list[bytes] = field(default_factory=list)
+
+    def send(self, frame: bytes) -> None:
+        self.sent.append(frame)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class Rig:
+    switch: Switch
+    wires: dict[int, Wire]
+    packet_in: list[bytes]
+    digests: list[dict[str, int]]
+    now_us: int = START_US
+
+    def send(self, port: int, frame: bytes) -> None:
+        self.switch.receive(port, frame)
+
+    def drain(self) -> dict[int, list[bytes]]:
+        """Egress everything queued; what each port sent since the last drain."""
+        self.switch.run_departures(time.monotonic() + 3600)
+        out = {n: w.sent[:] for n, w in self.wires.items() if w.sent}
+        for w in self.wires.values():
+            w.sent.clear()
+        return out
+
+    def control(self, opcode: int, payload: bytes) -> bytes:
+        """A PacketOut control packet; returns the PacketIn that acknowledges it."""
+        before = len(self.packet_in)
+        self.send(CPU_PORT, struct.pack("!HBB", 0, opcode, 0) + payload)
+        self.drain()
+        assert len(self.packet_in) == before + 1, "the control packet was not acknowledged"
+        return self.packet_in[-1]
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    program = compile_program(json.loads(PROGRAM.json_path.read_text()))
+    switch = Switch({}, cpu_port=CPU_PORT)
+    wires = {n: Wire(n) for n in HOSTS}
+    switch.ports = wires  # in place of raw sockets: Switch only calls send() (and close())
+    switch.load(program)
+    r = Rig(switch, wires, [], [])
+    switch.now_us = lambda: r.now_us
+    switch.packet_in = r.packet_in.append
+    learn_id = next(i for i, ll in program.learn_lists.items() if ll.name == enc.DIGEST)
+    switch.digests.configure(learn_id, DigestConfig(max_timeout_ns=0, max_list_size=1))
+    switch.digests.sink = lambda _lid, _list, samples: r.digests.extend(
+        dict(zip(enc.DIGEST_FIELDS, s, strict=True)) for s in samples
+    )
+    # Forwarding as controller/forwarding.py writes it: one member per next hop, one entry
+    # per destination prefix pointing at its member.
+    forward = program.action_by_name(enc.ACTION_FORWARD).id
+    selector = program.profiles[enc.ECMP_SELECTOR]
+    table = program.tables[enc.TABLE_IPV4]
+    for port, ip in HOSTS.items():
+        selector.add_member(
+            port, forward, (port, mac_int(port_mac(0, port)), mac_int(host_mac(ip)))
+        )
+        prefix = int(ipaddress.IPv4Address(ip))
+        table.insert([(prefix, 32)], 0, ActionCall(member=port))
+    yield r
+    switch.stop()
+
+
+def frame(src: int, dst: int, ecn: int = NOT_ECT, ttl: int = 64, udp: bool = False) -> bytes:
+    l4 = UDP(sport=4000 + src, dport=5000) if udp else TCP(sport=4000 + src, dport=80)
+    ip = IP(src=HOSTS[src], dst=HOSTS.get(dst, f"10.9.9.{dst}"), tos=0x28 | ecn, ttl=ttl)
+    return bytes(Ether(src=host_mac(HOSTS[src]), dst=port_mac(0, src)) / ip / l4 / bytes(60))
+
+
+def forwarded(original: bytes, port: int, mark: bool = False) -> bytes:
+    """What ecn.p4 must send: MACs of the next hop, TTL - 1, CE if marked, IPv4 checksum
+    recomputed (the TCP/UDP checksum covers neither TTL nor ECN, so it stays)."""
+    p = Ether(original)
+    p[Ether].src, p[Ether].dst = port_mac(0, port), host_mac(HOSTS[port])
+    p[IP].ttl -= 1
+    if mark:
+        p[IP].tos |= CE
+    del p[IP].chksum
+    return bytes(p)
+
+
+def set_thresholds(rig: Rig, port: int, regs: enc.EcnRegisters) -> None:
+    payload = enc.ecn_config_payload(port, regs)
+    ack = rig.control(enc.OP_SET_ECN, payload)
+    assert ack == struct.pack("!HBB", port, enc.REASON_CONFIG_ACK, 0) + payload
+    program = rig.switch.program
+    assert {name: program.registers[name].values[port] for name in regs.as_dict()} == (
+        regs.as_dict()
+    )
+
+
+@pytest.mark.parametrize("udp", [False, True], ids=["tcp", "udp"])
+@pytest.mark.parametrize("ecn", [NOT_ECT, ECT1, ECT0, CE])
+def test_a_routed_frame_leaves_its_port_with_next_hop_macs_ttl_and_checksum(rig, ecn, udp):
+    for src, dst in ((1, 2), (2, 3), (3, 1)):
+        sent = frame(src, dst, ecn, ttl=17, udp=udp)
+        rig.send(src, sent)
+        assert rig.drain() == {dst: [forwarded(sent, dst)]}  # unmarked: marking is off
+    assert rig.switch.stats.dropped == 0
+
+
+def test_frames_the_program_refuses_are_dropped_and_counted_by_reason(rig):
+    rig.send(1, frame(1, 99))  # no route to 10.9.9.99
+    rig.send(1, frame(1, 2, ttl=1))
+    bad = bytearray(frame(1, 2))
+    bad[24] ^= 0xFF  # the IPv4 header checksum
+    rig.send(1, bytes(bad))
+    rig.send(1, frame(1, 2)[:20])  # truncated in the IPv4 header
+    rig.send(1, bytes(Ether(src=host_mac(HOSTS[1]), type=0x86DD) / bytes(60)))
+    assert rig.drain() == {}
+    drops = rig.switch.program.counters[enc.DROP_COUNTER].packets
+    want = [0] * len(drops)
+    want[DROPS["unknown_dst"]] = 1
+    want[DROPS["ttl_expired"]] = 1
+    want[DROPS["malformed"]] = 2
+    want[DROPS["not_ipv4"]] = 1
+    assert drops == want
+    assert rig.switch.stats.dropped == sum(want)
+
+
+def queue_model(lengths: list[int]) -> list[int]:
+    """Bytes left behind each packet of a burst as it departs (what ecn.p4 marks on)."""
+    return [sum(lengths[i + 1 :]) for i in range(len(lengths))]
+
+
+def test_ecn_capable_packets_are_marked_ce_at_kmax_and_never_at_kmin(rig):
+    codepoints = [ECT0, NOT_ECT, CE, ECT1, ECT0, ECT0, ECT1, ECT0]
+    burst = [frame(1, 2, ecn) for ecn in codepoints]
+    size = len(burst[0])
+    # The first four departures leave kmax bytes or more behind them, the last four kmin
+    # or less; pmax = 0 makes the ramp between flat, so a queue of exactly kmax must mark.
+    regs = enc.encode_thresholds(kmin_bytes=3 * size, kmax_bytes=4 * size, pmax=0.0)
+    set_thresholds(rig, 2, regs)
+    for f in burst:
+        rig.send(1, f)
+    got = rig.drain()[2]
+
+    queued = queue_model([len(f) for f in burst])
+    certain = [enc.marking_probability(q, regs) for q in queued]
+    assert set(certain) == {0.0, 1.0}  # both sides of the thresholds are exercised
+    marks = [p == 1.0 and ecn != NOT_ECT for p, ecn in zip(certain, codepoints, strict=True)]
+    assert got == [forwarded(f, 2, mark) for f, mark in zip(burst, marks, strict=True)]
+    ce = [Ether(g)[IP].tos & 3 == CE for g in got]
+    assert ce == [m or ecn == CE for m, ecn in zip(marks, codepoints, strict=True)]
+
+
+def test_the_telemetry_digest_counts_packets_marks_and_bytes_per_port(rig):
+    regs = enc.encode_thresholds(kmin_bytes=0, kmax_bytes=1, pmax=1.0)  # mark whenever queued
+    set_thresholds(rig, 2, regs)
+    rig.control(enc.OP_SET_INTERVAL, enc.interval_payload(INTERVAL_US / 1e6))
+    to_2 = [(1, frame(1, 2, ECT0)), (3, frame(3, 2, ECT1, udp=True)), (1, frame(1, 2)),
+            (3, frame(3, 2))]  # fmt: skip
+    to_3 = [(1, frame(1, 3, ECT0, udp=True)), (2, frame(2, 3, ECT0))]
+    for port, f in to_2 + to_3:
+        rig.send(port, f)
+    out = rig.drain()
+    assert [len(out[2]), len(out[3])] == [len(to_2), len(to_3)]
+    assert rig.digests == []  # the interval has not run its length yet
+
+    rig.now_us += INTERVAL_US + 5
+    rig.send(1, frame(1, 2))  # the first packet after the interval closes it, per port
+    rig.send(2, frame(2, 3))
+    rig.drain()
+    by_port = {d["port"]: d for d in rig.digests}
+    assert sorted(by_port) == [2, 3]
+    assert len(rig.digests) == 2
+
+    for port, pairs, kmax in ((2, to_2, regs.kmax), (3, to_3, 0)):
+        sent = [f for _, f in pairs]
+        ecn = [Ether(f)[IP].tos & 3 for f in sent]
+        queued = queue_model([len(f) for f in sent])
+        marked = [e != NOT_ECT and 0 < kmax <= q for e, q in zip(ecn, queued, strict=True)]
+        senders = 0  # one bit per source address: crc32(src) % 64
+        for src, _ in pairs:
+            senders |= 1 << (zlib.crc32(ipaddress.IPv4Address(HOSTS[src]).packed) % 64)
+        want = {
+            "port": port,
+            "interval_us": INTERVAL_US + 5,
+            "tx_pkts": len(sent),
+            "tx_bytes": sum(len(f) for f in sent),
+            "marked_pkts": sum(marked),
+            "marked_bytes": sum(len(f) for f, m in zip(sent, marked, strict=True) if m),
+            "qdepth_sum_bytes": sum(queued),
+            "qdepth_samples": len(sent),
+            "qdepth_max_bytes": max(queued),
+            "kmin": regs.kmin if port == 2 else 0,
+            "kmax": kmax,
+            "pmax": regs.pmax_bp if port == 2 else 0,
+            "sender_bitmap": senders,
+            "elephant_bytes": 0,
+        }
+        assert by_port[port] == want
+    assert by_port[2]["marked_pkts"] > 0
+    assert by_port[3]["marked_pkts"] == 0
