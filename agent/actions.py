@@ -52,3 +52,20 @@ def acc_template(levels: int = 10, pmax: tuple[float, ...] = ACC_PMAX) -> Action
     rows = [(2.0**n, 2.0**m, p) for n in range(levels) for m in range(n, levels) for p in pmax]
     kmin, kmax, p = (np.array(c) for c in zip(*rows, strict=True))
     return ActionTemplate(kmin, kmax, p)
+
+
+# GraphCC §4.1 in KB at 25 Gbit/s, where α is 20 KB: kmin ∈ {2..32} KB, kmax ∈ {16..256} KB
+GRAPHCC_KMIN_KB = (2, 4, 8, 16, 32)
+GRAPHCC_KMAX_KB = (16, 32, 64, 128, 256)
+GRAPHCC_PMAX = (0.01, 0.25, 0.5, 0.75, 1.0)
+
+
+def graphcc_template() -> ActionTemplate:
+    """GraphCC's 120 settings (§4.1): every kmin ≤ kmax of its two KB grids × 5 pmax, in units
+    of α (the paper's KB are at 25 Gbit/s, where α = 20 KB), so they scale with link speed
+    as every template here does."""
+    unit = ALPHA_AT_25G_BYTES / KB
+    rows = [(n / unit, m / unit, p) for n in GRAPHCC_KMIN_KB for m in GRAPHCC_KMAX_KB if n <= m
+            for p in GRAPHCC_PMAX]  # fmt: skip
+    kmin, kmax, p = (np.array(c) for c in zip(*rows, strict=True))
+    return ActionTemplate(kmin, kmax, p)

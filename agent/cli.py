@@ -119,7 +119,7 @@ def _mix_arg(p: argparse.ArgumentParser, flag: str, kind: str, text: str) -> Non
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("train", help="train an agent offline in the simulator")
-    t.add_argument("--algo", choices=["acc", "pet"], default="acc")
+    t.add_argument("--algo", choices=["acc", "pet", "graphcc"], default="acc")
     _scenario_args(t)
     _mix_arg(
         t,
@@ -169,8 +169,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     e.add_argument(
         "--checkpoint", action="append", default=[], metavar="[NAME=]PATH",
-        help="an agent checkpoint (repeatable); pet*.msgpack is PET, *.json a distilled tree "
-        "(ecntune distill), anything else ACC; shown as acc:NAME / pet:NAME / tree:NAME "
+        help="an agent checkpoint (repeatable); pet*.msgpack is PET, graphcc*.msgpack GraphCC, "
+        "*.json a distilled tree (ecntune distill), anything else ACC; shown as KIND:NAME "
         "(default: the file's stem, or its folder's name where stems repeat)",
     )  # fmt: skip
     e.add_argument("--episodes", type=int, default=20, help="per scenario (the protocol: >= 20)")
@@ -222,10 +222,18 @@ def run_train(args: argparse.Namespace) -> int:
         from ecntune.agent.ddqn import DdqnConfig
 
         config: Any = DdqnConfig(eps_decay=args.eps_decay, levels=args.levels)
-    else:
+    elif args.algo == "pet":
         from ecntune.agent.ippo import IppoConfig
 
         config = IppoConfig(levels=args.levels)
+    else:
+        from ecntune.agent.graphcc import GraphccConfig
+
+        if args.pmax or args.levels != 10:
+            print("error: GraphCC's actions are its paper's 120 settings (§4.1): "
+                  "--levels and --pmax do not apply", file=sys.stderr)  # fmt: skip
+            return 2
+        config = GraphccConfig(eps_decay=args.eps_decay)
     if args.gamma is not None:
         config = dataclasses.replace(config, gamma=args.gamma)
     if args.pmax:
@@ -256,8 +264,11 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def _kind(path: Path) -> str:
-    """The policy kind a file holds, from its name: *.json a distilled tree, pet* PET."""
-    return "tree" if path.suffix == ".json" else "pet" if path.stem.startswith("pet") else "acc"
+    """The policy kind a file holds, from its name: *.json a distilled tree, pet* PET,
+    graphcc* GraphCC, anything else ACC."""
+    if path.suffix == ".json":
+        return "tree"
+    return next((k for k in ("pet", "graphcc") if path.stem.startswith(k)), "acc")
 
 
 def _checkpoints(specs: list[str]) -> dict[str, Path]:
@@ -321,9 +332,9 @@ def run_distill(args: argparse.Namespace) -> int:
         print("error: --max-leaves must be 2..256 (entries of one port's table)", file=sys.stderr)
         return 2
     path = Path(args.checkpoint)
-    if _kind(path) == "tree":
-        print(f"error: {path} is a distilled tree: distill an ACC or PET checkpoint",
-              file=sys.stderr)  # fmt: skip
+    if _kind(path) not in ("acc", "pet"):
+        print(f"error: {path} is a {_kind(path)} checkpoint: distill an ACC or PET one "
+              "(a port's table cannot hear its neighbours' messages)", file=sys.stderr)  # fmt: skip
         return 2
     try:
         teacher = load_policy(f"{_kind(path)}:{path}")

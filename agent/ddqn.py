@@ -5,7 +5,7 @@ Read top to bottom, CleanRL-style:
     QNetwork            an MLP from one port's observation (k intervals of features) to
                         one Q-value per template action; every port of a switch shares it
     epsilon(step)       exploration, decaying exponentially (ACC §4.2)
-    select_actions      ε-greedy per port
+    select_actions      ε-greedy per port (epsilon_greedy, shared with GraphCC)
     decide              one switch's whole decision (features, network, ε-greedy, template,
                         the idle rule) as one pure function: jitted once per port count
                         for the controller, run inside the simulator by the evaluator
@@ -107,16 +107,20 @@ def epsilon(config: DdqnConfig, step: jax.Array | int) -> jax.Array:
     return config.eps_end + (config.eps_start - config.eps_end) * decay
 
 
+def epsilon_greedy(q: jax.Array, key: jax.Array, eps: jax.Array | float) -> jax.Array:
+    """Per row of `q` (the last axis: actions): the argmax, or with probability ε any action."""
+    greedy = jnp.argmax(q, axis=-1)
+    k_explore, k_action = jax.random.split(key)
+    random = jax.random.randint(k_action, greedy.shape, 0, q.shape[-1])
+    explore = jax.random.uniform(k_explore, greedy.shape) < eps
+    return jnp.where(explore, random, greedy)
+
+
 def select_actions(
     graph: nnx.GraphDef, params: nnx.State, obs: jax.Array, key: jax.Array, eps: jax.Array
 ) -> jax.Array:
     """ε-greedy per row of `obs` (one row per port)."""
-    greedy = jnp.argmax(q_values(graph, params, obs), axis=-1)
-    k_explore, k_action = jax.random.split(key)
-    n_actions = q_values(graph, params, obs[:1]).shape[-1]
-    random = jax.random.randint(k_action, greedy.shape, 0, n_actions)
-    explore = jax.random.uniform(k_explore, greedy.shape) < eps
-    return jnp.where(explore, random, greedy)
+    return epsilon_greedy(q_values(graph, params, obs), key, eps)
 
 
 def held_ports(history: PortTelemetry) -> jax.Array:
@@ -201,9 +205,13 @@ def init_learner(config: DdqnConfig, params: nnx.State) -> Learner:
     return Learner(params, params, make_optimizer(config).init(params), jnp.int32(0))
 
 
-def update(config: DdqnConfig, graph: nnx.GraphDef, learner: Learner, batch: Transition):
-    """One gradient step on the TD loss; copy to the target network every `target_every`."""
-    loss, grads = jax.value_and_grad(td_loss)(
+def update(
+    config: DdqnConfig, graph: Any, learner: Learner, batch: Any, loss_fn: Any = td_loss
+) -> tuple[Learner, jax.Array]:
+    """One gradient step on the TD loss (`loss_fn(params, target_params, graph, batch,
+    gamma)`: ACC's per-port one, or GraphCC's over whole fabrics); copy to the target
+    network every `target_every`."""
+    loss, grads = jax.value_and_grad(loss_fn)(
         learner.params, learner.target_params, graph, batch, config.gamma
     )
     step, opt_state = make_optimizer(config).update(grads, learner.opt_state, learner.params)

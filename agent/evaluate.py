@@ -179,6 +179,8 @@ def run_policies(
     for name, policy in policies.items():
         if name in out:
             continue
+        if hasattr(policy, "for_fabric"):  # GraphCC: one decision over the port graph
+            policy = policy.for_fabric(env.fabric)
         act, params = greedy_function(policy)
         signature = (type(policy).__name__, getattr(policy, "config", policy))
         run = _rollout(env, signature, act, drain_factor)

@@ -1,5 +1,6 @@
 """Observations from telemetry: ACC's (qlen, txRate, marked txRate, ECN setting) per interval,
-PET's adds incast degree and the elephant share, over the last k intervals.
+PET's adds incast degree and the elephant share, GraphCC's keeps only the first three, over
+the last k intervals.
 
 Every value is normalised to roughly [0, 1] so one policy serves ports of any speed:
 rates are fractions of the link, byte quantities are log2(1 + x/α)/10 with α the action
@@ -16,13 +17,15 @@ import jax.numpy as jnp
 from ecntune.agent.actions import alpha_bytes
 from ecntune.telemetry import Array, PortTelemetry
 
-FeatureSet = Literal["acc", "pet"]
+FeatureSet = Literal["acc", "pet", "graphcc"]
 HISTORY = 3  # k in ACC §3.3 / PET Eq. 3
 MAX_SENDERS = 64  # incast degree saturates here (ACC trains with 2..64 senders)
 
 FEATURE_NAMES = {
     "acc": ("qlen", "tx_rate", "marked_rate", "kmin", "kmax", "pmax"),
     "pet": ("qlen", "tx_rate", "marked_rate", "kmin", "kmax", "pmax", "incast", "elephant"),
+    # GraphCC §3.3: utilisation, queue length and ECN marking rate, now and p = 2 before
+    "graphcc": ("qlen", "tx_rate", "marked_rate"),
 }
 
 
@@ -56,7 +59,9 @@ def port_state(t: PortTelemetry, features: FeatureSet = "acc") -> Array:
         _log_bytes(t.kmax_bytes, alpha),
         jnp.clip(jnp.asarray(t.pmax, jnp.float32), 0, 1),
     ]
-    if features == "pet":
+    if features == "graphcc":
+        cols = cols[:3]
+    elif features == "pet":
         cols += [
             jnp.log2(1.0 + jnp.clip(t.senders, 0, MAX_SENDERS)) / jnp.log2(1.0 + MAX_SENDERS),
             jnp.clip(_safe_div(t.elephant_bytes, t.tx_bytes), 0, 1),

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ecntune.agent import ddqn, ippo
+from ecntune.agent import ddqn, graphcc, ippo
 
 
 class Loop(NamedTuple):
@@ -93,67 +93,129 @@ class Ring(NamedTuple):
         return jax.tree.map(lambda d: d[rows], self.data)
 
 
-class AccCarry(NamedTuple):
+Array = jax.Array
+Acted = tuple[Array, Any, Array]  # action, thresholds, applied (per copy and port)
+Rows = tuple[Any, Array]  # replay rows, which to keep
+Learnt = tuple[ddqn.Learner, Array]  # learner, loss
+
+
+class DqnCarry(NamedTuple):
     learner: ddqn.Learner
     replay: Ring
     key: jax.Array
     step: jax.Array  # intervals so far (ε's schedule)
 
 
-def make_acc_loop(env: Any, config: ddqn.DdqnConfig, envs: int = 8) -> Loop:
-    template, link_bps, intervals = config.template, env.link_bps(), env.episode_intervals
-    graph, _ = ddqn.build_network(config, jax.random.key(0))  # the structure only
-
-    def init(key: jax.Array) -> AccCarry:
-        k_init, key = jax.random.split(key)
-        _, params = ddqn.build_network(config, k_init)
-        obs, _ = env.reset(key)
-        example = ddqn.Transition(obs[0], jnp.int32(0), jnp.float32(0), obs[0], jnp.float32(0))
-        replay = Ring.empty(example, config.buffer_size)
-        return AccCarry(ddqn.init_learner(config, params), replay, key, jnp.int32(0))
+def _dqn_rounds(
+    env: Any, config: Any, envs: int, act: Callable, rows: Callable, learn_step: Callable
+) -> Callable[[DqnCarry, int], tuple[DqnCarry, dict[str, jax.Array]]]:
+    """The jitted `run(carry, rounds)` both DQN agents share: per interval of `envs` copies,
+    `act(params, obs, history, key, eps) -> (action, thresholds, applied)` (`applied`: the
+    ports whose action took effect), one simulator step, `rows(obs, action, reward,
+    next_obs, learn) -> (replay rows, keep)` into the replay and, once it holds
+    `min_buffer`, `envs` updates `learn_step(learner, batch)`: one per episode-interval,
+    as one environment per interval would take."""
 
     def interval(c: tuple, _: None) -> tuple[tuple, dict[str, jax.Array]]:
         learner, replay, obs, state, key, step = c
         key, k_act, k_sample = jax.random.split(key, 3)
         eps = ddqn.epsilon(config, step)  # `step` counts episode-intervals: envs per interval
-        action = ddqn.select_actions(graph, learner.params, _flat(obs), k_act, eps)
-        action = action.reshape(obs.shape[:2])
-        # ACC §4.3 as deployed (ddqn.decide): a port idle last interval keeps its setting,
-        # so its chosen action is not applied and its transition is not learnt from
-        held = jax.vmap(ddqn.held_ports)(state.history)
-        th = jax.vmap(ddqn.hold_idle_ports)(template.thresholds(action, link_bps), state.history)
+        action, th, applied = act(learner.params, obs, state.history, k_act, eps)
         next_obs, state, reward, _, info = jax.vmap(env.step)(state, th)
         busy = info["telemetry"].tx_bytes > 0
-        batch = ddqn.Transition(
-            _flat(obs), _flat(action), _flat(reward), _flat(next_obs),
-            jnp.zeros(busy.size),  # a time limit truncates, it does not terminate
-        )  # fmt: skip
-        replay = replay.add(batch, _flat(busy & ~held))
+        replay = replay.add(*rows(obs, action, reward, next_obs, busy & applied))
 
         def learn(lr: ddqn.Learner) -> ddqn.Learner:
             def one(lr: ddqn.Learner, k: jax.Array) -> tuple[ddqn.Learner, None]:
-                return ddqn.update(config, graph, lr, replay.sample(k, config.batch_size))[0], None
+                return learn_step(lr, replay.sample(k, config.batch_size))[0], None
 
             return jax.lax.scan(one, lr, jax.random.split(k_sample, envs))[0]
 
-        # one update per episode-interval, as one environment per interval would take
-        ready = replay.size >= config.min_buffer
-        learner = jax.lax.cond(ready, learn, lambda lr: lr, learner)
+        learner = jax.lax.cond(replay.size >= config.min_buffer, learn, lambda lr: lr, learner)
         metrics = {"reward": _busy_mean(reward, busy), "epsilon": eps}
         return (learner, replay, next_obs, state, key, step + envs), metrics
 
-    def one_round(carry: AccCarry, _: None) -> tuple[AccCarry, dict[str, jax.Array]]:
+    def one_round(carry: DqnCarry, _: None) -> tuple[DqnCarry, dict[str, jax.Array]]:
         learner, replay, key, step = carry
         key, k_reset = jax.random.split(key)
         obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, envs))
         start = (learner, replay, obs, state, key, step)
-        (learner, replay, _, _, key, step), m = jax.lax.scan(interval, start, None, intervals)
-        return AccCarry(learner, replay, key, step), jax.tree.map(jnp.mean, m)
+        (learner, replay, _, _, key, step), m = jax.lax.scan(
+            interval, start, None, env.episode_intervals
+        )
+        return DqnCarry(learner, replay, key, step), jax.tree.map(jnp.mean, m)
 
     @functools.partial(jax.jit, static_argnums=1)
-    def run(carry: AccCarry, rounds: int) -> tuple[AccCarry, dict[str, jax.Array]]:
+    def run(carry: DqnCarry, rounds: int) -> tuple[DqnCarry, dict[str, jax.Array]]:
         return jax.lax.scan(one_round, carry, None, rounds)
 
+    return run
+
+
+def make_acc_loop(env: Any, config: ddqn.DdqnConfig, envs: int = 8) -> Loop:
+    template, link_bps = config.template, env.link_bps()
+    graph, _ = ddqn.build_network(config, jax.random.key(0))  # the structure only
+
+    def init(key: jax.Array) -> DqnCarry:
+        k_init, key = jax.random.split(key)
+        _, params = ddqn.build_network(config, k_init)
+        obs, _ = env.reset(key)
+        example = ddqn.Transition(obs[0], jnp.int32(0), jnp.float32(0), obs[0], jnp.float32(0))
+        replay = Ring.empty(example, config.buffer_size)
+        return DqnCarry(ddqn.init_learner(config, params), replay, key, jnp.int32(0))
+
+    def act(params: Any, obs: Array, history: Any, key: Array, eps: Array) -> Acted:
+        action = ddqn.select_actions(graph, params, _flat(obs), key, eps).reshape(obs.shape[:2])
+        # ACC §4.3 as deployed (ddqn.decide): a port idle last interval keeps its setting,
+        # so its chosen action is not applied and its transition is not learnt from
+        held = jax.vmap(ddqn.held_ports)(history)
+        th = jax.vmap(ddqn.hold_idle_ports)(template.thresholds(action, link_bps), history)
+        return action, th, ~held
+
+    def rows(obs: Array, action: Array, reward: Array, next_obs: Array, learn: Array) -> Rows:
+        batch = ddqn.Transition(
+            _flat(obs), _flat(action), _flat(reward), _flat(next_obs),
+            jnp.zeros(learn.size),  # a time limit truncates, it does not terminate
+        )  # fmt: skip
+        return batch, _flat(learn)
+
+    def learn_step(learner: ddqn.Learner, batch: ddqn.Transition) -> Learnt:
+        return ddqn.update(config, graph, learner, batch)
+
+    run = _dqn_rounds(env, config, envs, act, rows, learn_step)
+    return Loop(init, run, lambda c: c.learner.params)
+
+
+def make_graphcc_loop(env: Any, config: graphcc.GraphccConfig, envs: int = 8) -> Loop:
+    """GraphCC (§3.3): ε-greedy Q-values from the GNN over the fabric's port graph for every
+    port (no idle rule), one fabric-wide sample per copy and interval into the replay (kept
+    if any port was busy), double-DQN updates on batches of fabric samples as ACC's."""
+    template, link_bps = config.template, env.link_bps()
+    neighbours = jnp.asarray(graphcc.port_graph(env.fabric))
+    graph, _ = graphcc.build_network(config, jax.random.key(0))  # the structure only
+
+    def init(key: jax.Array) -> DqnCarry:
+        k_init, key = jax.random.split(key)
+        _, params = graphcc.build_network(config, k_init)
+        obs, _ = env.reset(key)
+        a = jnp.zeros(obs.shape[0], jnp.int32)
+        example = graphcc.FabricTransition(obs, a, a.astype(jnp.float32), obs, a > 0)
+        replay = Ring.empty(example, config.buffer_size)
+        return DqnCarry(ddqn.init_learner(config, params), replay, key, jnp.int32(0))
+
+    def act(params: Any, obs: Array, _history: Any, key: Array, eps: Array) -> Acted:
+        q = graphcc.q_values(graph, params, obs, neighbours)
+        action = ddqn.epsilon_greedy(q, key, eps)
+        return action, template.thresholds(action, link_bps), jnp.ones(action.shape, bool)
+
+    def rows(obs: Array, action: Array, reward: Array, next_obs: Array, learn: Array) -> Rows:
+        batch = graphcc.FabricTransition(obs, action, reward, next_obs, learn)
+        return batch, jnp.any(learn, axis=-1)
+
+    def learn_step(learner: ddqn.Learner, batch: graphcc.FabricTransition) -> Learnt:
+        return graphcc.update(config, graph, neighbours, learner, batch)
+
+    run = _dqn_rounds(env, config, envs, act, rows, learn_step)
     return Loop(init, run, lambda c: c.learner.params)
 
 

@@ -10,6 +10,8 @@ restored, so a restarted controller resumes where it stopped.
     load_policy("acc:path/to/ckpt")      a DDQN agent (agent/ddqn.py)
     load_policy("pet:path/to/ckpt")      an IPPO agent (agent/ippo.py)
     load_policy("tree:path/tree.json")   a distilled agent: one table lookup (agent/distill.py)
+    load_policy("graphcc:path/to/ckpt")  GraphCC (agent/graphcc.py): decides for a whole
+                                         fabric at once, once bound to its port graph
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ LEARNED_KINDS = {
     "acc": "ecntune.agent.ddqn",
     "pet": "ecntune.agent.ippo",
     "tree": "ecntune.agent.distill",  # a distilled ACC/PET agent (ecntune distill)
+    "graphcc": "ecntune.agent.graphcc",  # one model for a whole fabric (needs its port graph)
 }  # kind -> module that provides load(path)
 
 

@@ -2,6 +2,7 @@
 
     ecntune train --algo acc --mix star8-train --episodes 120 --envs 8
     ecntune train --algo pet --scenario testbed24 --incast 16 --episodes 64
+    ecntune train --algo graphcc --scenario testbed24 --workload fb_hadoop --incast 16
 
 Training runs agent/loops.py's jitted loops: a round is one episode on each of `envs`
 copies of the fabric side by side, acting, simulating and learning without leaving the
@@ -52,26 +53,32 @@ def train(
     judge: Judge | None = None,
     envs: int = 8,
 ) -> Path:
-    """Train an ACC ("acc") or PET ("pet") agent for at least `episodes` episodes (whole
-    rounds of `envs`); returns the checkpoint path."""
+    """Train an ACC ("acc"), PET ("pet") or GraphCC ("graphcc") agent for at least
+    `episodes` episodes (whole rounds of `envs`); returns the checkpoint path."""
     import jax
     from tqdm import tqdm
 
-    from ecntune.agent import ddqn, ippo, loops
+    from ecntune.agent import ddqn, graphcc, ippo, loops
 
-    if algo not in ("acc", "pet"):
-        raise ValueError(f"unknown algorithm {algo!r}; choose acc or pet")
+    algorithms: dict[str, tuple[Any, Any, Any, str]] = {  # module, config, loop, reward
+        "acc": (ddqn, ddqn.DdqnConfig, loops.make_acc_loop, "acc"),
+        "pet": (ippo, ippo.IppoConfig, loops.make_pet_loop, "pet"),
+        "graphcc": (graphcc, graphcc.GraphccConfig, loops.make_graphcc_loop, "acc"),  # §3.3
+    }
+    if algo not in algorithms:
+        raise ValueError(f"unknown algorithm {algo!r}; choose from {', '.join(algorithms)}")
     if envs < 1:
         raise ValueError(f"envs must be >= 1, got {envs}")
-    module: Any = ddqn if algo == "acc" else ippo
-    config = config or (ddqn.DdqnConfig() if algo == "acc" else ippo.IppoConfig())
-    make = loops.make_acc_loop if algo == "acc" else loops.make_pet_loop
+    module, default_config, make, reward_kind = algorithms[algo]
+    config = config or default_config()
     scenarios = _scenarios(scenario)
     if len({sc.reward_weights for sc in scenarios}) > 1:
         raise ValueError("the scenarios of one training run must share their reward weights")
-    reward = Reward(algo, RewardWeights(*scenarios[0].reward_weights))
+    reward = Reward(reward_kind, RewardWeights(*scenarios[0].reward_weights))
     feats = config.features
-    fabric_loops = [make(sc.env(features=feats, reward=algo), config, envs) for sc in scenarios]
+    fabric_loops = [
+        make(sc.env(features=feats, reward=reward_kind), config, envs) for sc in scenarios
+    ]
     carry = fabric_loops[0].init(jax.random.key(seed))
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / f"{algo}.msgpack"
@@ -93,8 +100,8 @@ def train(
         bar.update(envs)
         bar.set_postfix(reward=f"{row['reward']:.3f}")
     bar.close()
-    log.write("ACC (double DQN)" if algo == "acc" else "PET (PPO)",
-              "epsilon" if algo == "acc" else "entropy")  # fmt: skip
+    titles = {"acc": "ACC (double DQN)", "pet": "PET (PPO)", "graphcc": "GraphCC (GNN, DQN)"}
+    log.write(titles[algo], "entropy" if algo == "pet" else "epsilon")
     return checkpoint
 
 

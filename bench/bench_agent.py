@@ -9,6 +9,10 @@
 - decision_tree_32ports: the same for the shipped ACC agent distilled into a 256-entry
   table (agent/distill.py; fitted here on random feature vectors labelled by the network,
   so the table has the full 256 entries), against the network it imitates, same run.
+- decision_graphcc_<fabric>: one GraphCC decision (agent/graphcc.py) for every port of
+  testbed24 and fabric288 at once (K = 2 message-passing steps over the port graph),
+  median and p99, against the shipped ACC agent deciding the same ports one compiled
+  call per switch, same run (issue 19).
 - controller_tick_32ports: `SwitchLoop.tick` with the shipped ACC agent, one digest per
   port decoded and checked before each tick (`on_digest`), then history, decision, clamp,
   reward, guard and register encoding: what the controller spends per interval apart from
@@ -27,14 +31,16 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
-from ecntune.agent import distill
+from ecntune.agent import distill, graphcc
 from ecntune.agent.ddqn import DdqnPolicy, q_values
 from ecntune.agent.features import observation_size
 from ecntune.agent.policy import Policy, load_policy
 from ecntune.controller.loop import SwitchLoop
 from ecntune.controller.safety import Guard
 from ecntune.p4src import encoding as enc
+from ecntune.sim.fabric import build
 from ecntune.telemetry import PortTelemetry
+from ecntune.topology import preset
 
 PORTS = 32
 REPEATS = 1000
@@ -44,20 +50,20 @@ INTERVAL_S = 0.1
 AGENTS = ("acc:default", "pet:agent/checkpoints/pet-star8.msgpack")
 
 
-def history(rng: np.random.Generator) -> PortTelemetry:
-    f = np.ones((3, PORTS))
-    tx = rng.uniform(0, 1.25e6, (3, PORTS))
+def history(rng: np.random.Generator, ports: int = PORTS) -> PortTelemetry:
+    f = np.ones((3, ports))
+    tx = rng.uniform(0, 1.25e6, (3, ports))
     return PortTelemetry(
         interval_s=INTERVAL_S * f, link_bps=LINK_BPS * f, tx_bytes=tx, tx_pkts=tx / 1500,
         marked_bytes=0.1 * tx, marked_pkts=0.1 * tx / 1500,
-        qdepth_sum_bytes=rng.uniform(0, 5e5, (3, PORTS)), qdepth_samples=tx / 1500 + 1,
-        qdepth_max_bytes=rng.uniform(0, 1e5, (3, PORTS)), kmin_bytes=5000 * f,
-        kmax_bytes=2e5 * f, pmax=0.01 * f, senders=rng.uniform(1, 16, (3, PORTS)),
+        qdepth_sum_bytes=rng.uniform(0, 5e5, (3, ports)), qdepth_samples=tx / 1500 + 1,
+        qdepth_max_bytes=rng.uniform(0, 1e5, (3, ports)), kmin_bytes=5000 * f,
+        kmax_bytes=2e5 * f, pmax=0.01 * f, senders=rng.uniform(1, 16, (3, ports)),
         elephant_bytes=0.5 * tx,
     )  # fmt: skip
 
 
-def median_us(call: Callable[[], object], repeats: int = REPEATS) -> float:
+def timings_us(call: Callable[[], object], repeats: int = REPEATS) -> list[float]:
     for _ in range(WARMUP):
         call()  # the first compiles
     times = []
@@ -65,7 +71,40 @@ def median_us(call: Callable[[], object], repeats: int = REPEATS) -> float:
         t = time.perf_counter()
         call()
         times.append((time.perf_counter() - t) * 1e6)
-    return statistics.median(times)
+    return times
+
+
+def median_us(call: Callable[[], object], repeats: int = REPEATS) -> float:
+    return statistics.median(timings_us(call, repeats))
+
+
+def p99(times: list[float]) -> float:
+    return float(np.percentile(times, 99))
+
+
+def fabric_decisions(name: str, rng: np.random.Generator) -> dict:
+    """One GraphCC decision for every port of a fabric (one message-passing step over the
+    port graph; an untrained model: the cost does not depend on the weights) against ACC's
+    per-switch decisions for the same ports, one call per switch as the controller runs
+    them, in the same run."""
+    fabric = build(preset(name))
+    _, params = graphcc.build_network(graphcc.GraphccConfig(), jax.random.key(0))
+    gnn = graphcc.GraphccPolicy(graphcc.GraphccConfig(), params).for_fabric(fabric)
+    feed = iter([history(rng, fabric.n_ports) for _ in range(16)] * (REPEATS + WARMUP))
+    gnn_times = timings_us(lambda: gnn.act(next(feed)), REPEATS // 4)
+    acc = load_policy("acc:default")
+    sizes = [int(np.sum(row >= 0)) for row in fabric.switch_ports]
+    per_switch = [history(rng, n) for n in sizes]
+    acc_times = timings_us(lambda: [acc.act(h) for h in per_switch], REPEATS // 4)
+    return {
+        "bench": f"decision_graphcc_{name}", "ports": fabric.n_ports,
+        "switches": len(sizes), "max_degree": int(gnn.neighbours.shape[1]),
+        "median_us": round(statistics.median(gnn_times), 1), "p99_us": round(p99(gnn_times), 1),
+        "acc_all_switches_median_us": round(statistics.median(acc_times), 1),
+        "acc_all_switches_p99_us": round(p99(acc_times), 1),
+        "ratio_to_acc": round(statistics.median(gnn_times) / statistics.median(acc_times), 2),
+        "reference": "ACC, one compiled decision per switch for the same ports, same run",
+    }  # fmt: skip
 
 
 def decision(policy: Policy, rng: np.random.Generator) -> tuple[float, float]:
@@ -148,6 +187,8 @@ def main() -> None:
         "acc_network_median_us": round(net_us, 1), "ratio_to_network": round(tree_us / net_us, 2),
         "reference": "the ACC network it imitates, same run",
     })  # fmt: skip
+    for fabric in ("testbed24", "fabric288"):
+        emit(fabric_decisions(fabric, rng))
     static_tick = tick_us(load_policy("static:secn1"), rng)
     acc_tick = tick_us(load_policy("acc:default"), rng)
     emit({
