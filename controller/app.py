@@ -121,11 +121,26 @@ def make_loop(name: str, config: ControllerConfig, policy: Policy) -> SwitchLoop
     )  # fmt: skip
 
 
-async def program(sw: fy.Switch, config: ControllerConfig) -> None:
+class Stream:
+    """Everything the controller sends on a switch's P4Runtime stream (PacketOuts, digest
+    acks) goes through one lock: finsy's P4Client.send has none, and two tasks writing one
+    grpc.aio stream at once fail the call (INTERNAL, too many operations) — the digest
+    reader's acks and the ticker's PacketOuts did, within seconds, on the PacketOut write
+    path (bench/bench_controller_memory.py found it), and the controller stopped ticking."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+
+    async def send(self, sw: fy.Switch, messages: list[Any]) -> None:
+        async with self._lock:
+            await sw.write(messages)
+
+
+async def program(sw: fy.Switch, config: ControllerConfig, stream: Stream) -> None:
     """Forwarding from the topology, the telemetry interval and the digest subscription."""
     await sw.delete_all()
     await sw.insert(forwarding_entities(config.topology, sw.name))
-    await sw.write([control(enc.OP_SET_INTERVAL, enc.interval_payload(config.interval_s))])
+    await stream.send(sw, [control(enc.OP_SET_INTERVAL, enc.interval_payload(config.interval_s))])
     await sw.insert(
         [
             fy.P4DigestEntry(
@@ -144,8 +159,8 @@ def control(opcode: int, payload: bytes) -> fy.P4PacketOut:
 class DigestReader:
     """Telemetry digests into the loop, each list acknowledged; when the newest arrived."""
 
-    def __init__(self, loop: SwitchLoop) -> None:
-        self.loop = loop
+    def __init__(self, loop: SwitchLoop, stream: Stream) -> None:
+        self.loop, self.stream = loop, stream
         self.last_at = math.nan  # perf_counter of the newest digest list
 
     async def run(self, sw: fy.Switch) -> None:
@@ -153,7 +168,7 @@ class DigestReader:
             self.last_at = time.perf_counter()
             for sample in digest_list:
                 self.loop.on_digest(sample)
-            await sw.write([digest_list.ack()])
+            await self.stream.send(sw, [digest_list.ack()])
 
 
 class PacketReader:
@@ -173,8 +188,8 @@ class ThresholdWriter:
     """Thresholds into the data plane: RegisterEntry writes where the target implements
     them, an OP_SET_ECN PacketOut per port otherwise (BMv2); `auto` finds out once."""
 
-    def __init__(self, name: str, path: str) -> None:
-        self.name, self.path = name, path
+    def __init__(self, name: str, path: str, stream: Stream) -> None:
+        self.name, self.path, self.stream = name, path, stream
 
     async def write(self, sw: fy.Switch, writes: list[tuple[int, enc.EcnRegisters]]) -> None:
         if not writes:
@@ -195,7 +210,9 @@ class ThresholdWriter:
                     raise
                 log.info("%s: no RegisterEntry support; thresholds go by PacketOut", self.name)
                 self.path = "packet_out"
-        await sw.write([control(enc.OP_SET_ECN, enc.ecn_config_payload(p, r)) for p, r in writes])
+        await self.stream.send(
+            sw, [control(enc.OP_SET_ECN, enc.ecn_config_payload(p, r)) for p, r in writes]
+        )
 
 
 class Ticker:
@@ -245,8 +262,9 @@ class SwitchRunner:
         self.name, self.config, self.log = name, config, log_
         self.policy = resume_policy(name, config)
         self.loop = make_loop(name, config, self.policy)
-        self.writer = ThresholdWriter(name, config.write_path)
-        self.digests, self.packets = DigestReader(self.loop), PacketReader()
+        self.stream = Stream()
+        self.writer = ThresholdWriter(name, config.write_path, self.stream)
+        self.digests, self.packets = DigestReader(self.loop, self.stream), PacketReader()
         self.ticker = Ticker(self, checkpoint_path(config, name))
         self.ready = asyncio.Event()
         self.switch = fy.Switch(
@@ -273,7 +291,7 @@ class SwitchRunner:
         """Every time the switch becomes ready (first start, or after it restarted)."""
         sw.create_task(self.digests.run(sw), name=f"{self.name}-digests")
         sw.create_task(self.packets.run(sw), name=f"{self.name}-packets")
-        await program(sw, self.config)
+        await program(sw, self.config, self.stream)
         if not self.loop.current():  # first start: decide before any traffic is seen
             self.log.write(self.loop.tick(time.time()).rows)
         await self.writer.write(sw, self.loop.current())
