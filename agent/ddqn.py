@@ -171,6 +171,20 @@ class Transition(NamedTuple):
     done: jax.Array
 
 
+def double_q_errors(
+    q: jax.Array, q_next_online: jax.Array, q_next_target: jax.Array, action: jax.Array,
+    reward: jax.Array, gamma: float, done: jax.Array | float = 0.0,
+) -> jax.Array:  # fmt: skip
+    """Double DQN (van Hasselt et al.): the online network picks a*, the target values it;
+    the Huber error of Q(s, a) against r + γ·Q_target(s', a*), per sample (any leading
+    axes: ports, fabric samples)."""
+    q_taken = jnp.take_along_axis(q, action[..., None], axis=-1)[..., 0]
+    best_next = jnp.argmax(q_next_online, axis=-1)
+    bootstrap = jnp.take_along_axis(q_next_target, best_next[..., None], axis=-1)[..., 0]
+    target = reward + gamma * (1.0 - done) * bootstrap
+    return optax.huber_loss(q_taken, jax.lax.stop_gradient(target))
+
+
 def td_loss(
     params: nnx.State,
     target_params: nnx.State,
@@ -178,14 +192,14 @@ def td_loss(
     batch: Transition,
     gamma: float,
 ) -> jax.Array:
-    """Double DQN (van Hasselt et al.): the online network picks a*, the target values it."""
-    q = q_values(graph, params, batch.obs)
-    q_taken = jnp.take_along_axis(q, batch.action[:, None], axis=-1)[:, 0]
-    best_next = jnp.argmax(q_values(graph, params, batch.next_obs), axis=-1)
-    q_next = q_values(graph, target_params, batch.next_obs)
-    bootstrap = jnp.take_along_axis(q_next, best_next[:, None], axis=-1)[:, 0]
-    target = batch.reward + gamma * (1.0 - batch.done) * bootstrap
-    return jnp.mean(optax.huber_loss(q_taken, jax.lax.stop_gradient(target)))
+    """The mean double-Q error over a batch of port transitions."""
+    return jnp.mean(
+        double_q_errors(
+            q_values(graph, params, batch.obs), q_values(graph, params, batch.next_obs),
+            q_values(graph, target_params, batch.next_obs), batch.action, batch.reward, gamma,
+            batch.done,
+        )
+    )  # fmt: skip
 
 
 class Learner(NamedTuple):

@@ -40,7 +40,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
 from ecntune.agent import ddqn
@@ -189,17 +188,15 @@ def td_loss(
     batch: FabricTransition,
     gamma: float,
 ) -> jax.Array:
-    """ddqn.td_loss's double-Q target for every port of a batch of fabric samples; the
-    Huber loss averaged over busy ports."""
-    net, neighbours = graph
-    q = q_values(net, params, batch.obs, neighbours)
-    q_taken = jnp.take_along_axis(q, batch.action[..., None], axis=-1)[..., 0]
-    best_next = jnp.argmax(q_values(net, params, batch.next_obs, neighbours), axis=-1)
-    q_next = q_values(net, target_params, batch.next_obs, neighbours)
-    bootstrap = jnp.take_along_axis(q_next, best_next[..., None], axis=-1)[..., 0]
-    target = jax.lax.stop_gradient(batch.reward + gamma * bootstrap)
+    """ddqn's double-Q error for every port of a batch of fabric samples, averaged over
+    busy ports."""
+    net, nb = graph
+    errors = ddqn.double_q_errors(
+        q_values(net, params, batch.obs, nb), q_values(net, params, batch.next_obs, nb),
+        q_values(net, target_params, batch.next_obs, nb), batch.action, batch.reward, gamma,
+    )  # fmt: skip
     busy = batch.busy.astype(jnp.float32)
-    return jnp.sum(optax.huber_loss(q_taken, target) * busy) / jnp.maximum(jnp.sum(busy), 1.0)
+    return jnp.sum(errors * busy) / jnp.maximum(jnp.sum(busy), 1.0)
 
 
 def update(

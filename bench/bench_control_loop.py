@@ -38,29 +38,13 @@ from bench_switch import frame  # the switch bench's frames (bench/ is on sys.pa
 
 from ecntune.controller.app import TickTiming, run_in_background
 from ecntune.controller.config import ControllerConfig
-from ecntune.telemetry import EcnThresholds, PortTelemetry
-from ecntune.testbed import Testbed
+from ecntune.testbed import Alternating, Testbed
 from ecntune.topology import single_switch
 
 PORTS = (1, 8, 32)
 INTERVAL_S = 0.02
 RUN_S = 6.0
 SEND_PPS_PER_PORT = 200  # enough for a digest per port per interval, little load
-
-
-class Alternating:
-    """Two static settings in turn: every tick writes every port, with no inference."""
-
-    name = "static:alternating"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def act(self, history: PortTelemetry) -> EcnThresholds:
-        self.calls += 1
-        ones = np.ones_like(np.asarray(history.link_bps, np.float64)[-1])
-        kmin = 10_000.0 if self.calls % 2 else 20_000.0
-        return EcnThresholds(kmin * ones, 4 * kmin * ones, 0.1 * ones)
 
 
 def send(ifaces: list[str], stop: Any) -> None:

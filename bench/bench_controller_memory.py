@@ -69,11 +69,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from bench_control_loop import INTERVAL_S, Alternating, send  # its rig (bench/ is on sys.path)
+from bench_control_loop import INTERVAL_S, send  # its rig (bench/ is on sys.path)
 
 from ecntune.controller.app import TIMINGS_KEPT, SwitchRunner, run_in_background
 from ecntune.controller.config import ControllerConfig
-from ecntune.testbed import Testbed
+from ecntune.testbed import Alternating, Testbed
 from ecntune.topology import single_switch
 
 DURATION_S = 600.0

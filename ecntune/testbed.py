@@ -4,6 +4,7 @@ The smallest rig that puts real packets through a target: n veth pairs in the ro
 namespace (near ends owned by the switch, far ends free for raw sockets), the switch
 started through ecntune/targets.py, the pipeline pushed over P4Runtime, and 10.0.0.i/32
 routed to port i. Benchmarks and the differential test use it; PTF has its own runner.
+`Alternating` is the policy that loads a controller's write path most: every port, every tick.
 
     with Testbed("embedded", 4, "tb") as tb:
         tb.send(1, frame); tb.client.read_register("ecn_kmax", 2)
@@ -19,14 +20,32 @@ import time
 from collections.abc import Iterator
 from typing import Self
 
+import numpy as np
+
 from ecntune.p4runtime_client import P4RuntimeClient, load_p4info
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
 from ecntune.ptf_runner import veth_pairs
 from ecntune.targets import SwitchSpec, free_port, start, stop, target
+from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import host_mac, mac_int, port_mac
 
 UNLIMITED_PPS = 10_000_000
+
+
+class Alternating:
+    """Two static settings in turn: every tick writes every port, with no inference."""
+
+    name = "static:alternating"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def act(self, history: PortTelemetry) -> EcnThresholds:
+        self.calls += 1
+        ones = np.ones_like(np.asarray(history.link_bps, np.float64)[-1])
+        kmin = 10_000.0 if self.calls % 2 else 20_000.0
+        return EcnThresholds(kmin * ones, 4 * kmin * ones, 0.1 * ones)
 
 
 def host_ip(port: int) -> str:

@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from ecntune.agent.static import StaticPolicy
@@ -26,6 +25,7 @@ from ecntune.p4runtime_client import P4RuntimeClient, P4RuntimeClientError, load
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
 from ecntune.telemetry import EcnThresholds, PortTelemetry
+from ecntune.testbed import Alternating
 from ecntune.topology import preset
 
 pytestmark = [
@@ -227,21 +227,6 @@ def test_bogus_telemetry_falls_back_instead_of_crashing(fabric: Fabric, tmp_path
         send(fabric, ["h1"], 20)
         flush(fabric)
     assert total(rows(log, since=0), "tx_pkts") >= 20  # telemetry kept flowing
-
-
-class Alternating:
-    """Two settings in turn: every tick writes every port."""
-
-    name = "static:alternating"
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def act(self, history: PortTelemetry) -> EcnThresholds:
-        self.calls += 1
-        ones = np.ones_like(np.asarray(history.link_bps, np.float64)[-1])
-        kmin = 10_000.0 if self.calls % 2 else 20_000.0
-        return EcnThresholds(kmin * ones, 4 * kmin * ones, 0.1 * ones)
 
 
 def test_packet_outs_and_digest_acks_share_the_stream(fabric: Fabric, tmp_path: Path, switch):
