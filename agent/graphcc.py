@@ -19,6 +19,7 @@ Read top to bottom:
     td_loss             double-Q targets per port of whole-fabric samples, busy ports only:
                         the replay holds one fabric-wide (x, a, r, x') per interval, as §3.3
                         stores "a single sample" per step
+    message_bytes       what one decision would send between switches, run distributed
     GraphccPolicy       the trained model bound to a fabric's port graph (`for_fabric`)
     save / load         one msgpack file; the metadata records the graph conventions
 
@@ -104,6 +105,17 @@ def port_graph(fabric: Any) -> np.ndarray:
         [[u for u in range(n) if u != v and (dst[u] == src[v] or src[u] == dst[v])]
          for v in range(n)]
     )  # fmt: skip
+
+
+def message_bytes(fabric: Any, neighbours: np.ndarray, config: GraphccConfig) -> int:
+    """Bytes that cross switches for one decision if every switch runs its ports' replicas
+    (§3.1.2): at each of the K steps a switch needs, once, the float32 hidden state of every
+    port on another switch that neighbours one of its ports. Ports on one switch share
+    their states in memory."""
+    switch = fabric.port_switch
+    remote = {(int(u), int(switch[v])) for v, row in enumerate(neighbours) for u in row
+              if u >= 0 and switch[u] != switch[v]}  # fmt: skip
+    return config.steps * len(remote) * config.hidden * 4
 
 
 # -- the network ---------------------------------------------------------------------------

@@ -12,7 +12,8 @@
 - decision_graphcc_<fabric>: one GraphCC decision (agent/graphcc.py) for every port of
   testbed24 and fabric288 at once (K = 2 message-passing steps over the port graph),
   median and p99, against the shipped ACC agent deciding the same ports one compiled
-  call per switch, same run (issue 19).
+  call per switch, same run (issue 19); and the bytes one decision would send between
+  switches if each switch ran its own ports' replicas (`graphcc.message_bytes`).
 - controller_tick_32ports: `SwitchLoop.tick` with the shipped ACC agent, one digest per
   port decoded and checked before each tick (`on_digest`), then history, decision, clamp,
   reward, guard and register encoding: what the controller spends per interval apart from
@@ -99,6 +100,7 @@ def fabric_decisions(name: str, rng: np.random.Generator) -> dict:
     return {
         "bench": f"decision_graphcc_{name}", "ports": fabric.n_ports,
         "switches": len(sizes), "max_degree": int(gnn.neighbours.shape[1]),
+        "message_bytes_per_decision": graphcc.message_bytes(fabric, gnn.neighbours, gnn.config),
         "median_us": round(statistics.median(gnn_times), 1), "p99_us": round(p99(gnn_times), 1),
         "acc_all_switches_median_us": round(statistics.median(acc_times), 1),
         "acc_all_switches_p99_us": round(p99(acc_times), 1),

@@ -1,8 +1,9 @@
 """The P4Runtime controller: telemetry digests in, ECN thresholds out, one agent per switch.
 
 config.py      the configuration file and its validation
-forwarding.py  routes, ECMP groups and MAC rewrites from the shared topology
+forwarding.py  routes -> members, ECMP groups, LPM entries (finsy or our own client)
 loop.py        the control loop of one switch (telemetry -> policy -> thresholds)
+fabric_policy.py  one model for the whole fabric (GraphCC), each switch's loop its slice
 safety.py      telemetry checks, clamping, the fallback state machine
 app.py         finsy switches, write paths, the background runner the demo uses
 cli.py         `ecntune controller --config FILE`

@@ -31,6 +31,7 @@ from ecntune.agent.policy import LearningPolicy, Policy, load_policy
 from ecntune.agent.rewards import Reward
 from ecntune.agent.static import StaticPolicy
 from ecntune.controller.config import ControllerConfig
+from ecntune.controller.fabric_policy import FabricPolicy
 from ecntune.controller.forwarding import forwarding_entities
 from ecntune.controller.loop import SwitchLoop
 from ecntune.controller.safety import Guard
@@ -92,6 +93,18 @@ def resume_policy(name: str, config: ControllerConfig) -> Policy:
     if config.online_learning and hasattr(policy, "online"):
         policy.online = True
     return policy
+
+
+def switch_policies(config: ControllerConfig) -> dict[str, Policy]:
+    """Each switch's policy: its own agent (resumed from its checkpoint), or its share of
+    one model for the whole fabric (GraphCC: fabric_policy.py), loaded once."""
+    switches = list(config.topology.switches)
+    policy = load_policy(config.policy)
+    if not hasattr(policy, "for_fabric"):
+        return {n: resume_policy(n, config) for n in switches}
+    fabric = FabricPolicy(policy, config.topology, config.interval_s)
+    log.info("%s decides for all %d switches at once", policy.name, len(switches))
+    return {n: fabric.share(n) for n in switches}
 
 
 def judging_reward(name: str, policy: Policy, config: ControllerConfig) -> Reward:
@@ -258,9 +271,11 @@ class SwitchRunner:
     """One switch: its finsy connection and, once it is ready, one piece per concern
     around the pure loop (as finsy's own examples start one small manager per concern)."""
 
-    def __init__(self, name: str, config: ControllerConfig, log_: TelemetryLog) -> None:
+    def __init__(
+        self, name: str, config: ControllerConfig, log_: TelemetryLog, policy: Policy
+    ) -> None:
         self.name, self.config, self.log = name, config, log_
-        self.policy = resume_policy(name, config)
+        self.policy = policy
         self.loop = make_loop(name, config, self.policy)
         self.stream = Stream()
         self.writer = ThresholdWriter(name, config.write_path, self.stream)
@@ -315,7 +330,9 @@ class Controller:
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
         self.log = TelemetryLog(config.telemetry_log)
-        self.runners = {n: SwitchRunner(n, config, self.log) for n in config.topology.switches}
+        self.runners = {
+            n: SwitchRunner(n, config, self.log, p) for n, p in switch_policies(config).items()
+        }
 
     async def run(self, started: threading.Event | None = None) -> None:
         controller = fy.Controller([r.switch for r in self.runners.values()])

@@ -13,22 +13,20 @@ routed to port i. Benchmarks and the differential test use it; PTF has its own r
 from __future__ import annotations
 
 import contextlib
-import itertools
 import select
 import socket
 import time
-from collections.abc import Iterator
 from typing import Self
 
 import numpy as np
 
+from ecntune.controller.forwarding import ForwardingPlan, install
 from ecntune.p4runtime_client import P4RuntimeClient, load_p4info
 from ecntune.p4src import PROGRAM
-from ecntune.p4src import encoding as enc
 from ecntune.ptf_runner import veth_pairs
 from ecntune.targets import SwitchSpec, free_port, start, stop, target
 from ecntune.telemetry import EcnThresholds, PortTelemetry
-from ecntune.topology import host_mac, mac_int, port_mac
+from ecntune.topology import NextHop, Route, host_mac, port_mac
 
 UNLIMITED_PPS = 10_000_000
 
@@ -53,30 +51,11 @@ def host_ip(port: int) -> str:
     return f"10.0.0.{port}"
 
 
-def install_route(
-    client: P4RuntimeClient, prefix: str, plen: int, ports: list[int], ids: Iterator[int]
-) -> None:
-    """prefix/plen -> one port (an action-profile member) or several (an ECMP group, `ids`
-    numbering members and groups), each next hop rewriting the MACs as the fabric's
-    forwarding does towards the host behind that port (controller/forwarding.py derives
-    the same entries from a topology, through finsy). The testbed's and the PTF tests'."""
-    members = []
-    for port in ports:
-        mid = next(ids)
-        params = {
-            "port": port,
-            "src_mac": mac_int(port_mac(0, port)),
-            "dst_mac": mac_int(host_mac(host_ip(port))),
-        }
-        client.insert(client.member(enc.ECMP_SELECTOR, mid, enc.ACTION_FORWARD, params))
-        members.append(mid)
-    match = {"hdr.ipv4.dst_addr": (int.from_bytes(socket.inet_aton(prefix), "big"), plen)}
-    if len(members) == 1:
-        client.insert(client.table_entry(enc.TABLE_IPV4, match, member=members[0]))
-        return
-    gid = next(ids)
-    client.insert(client.group(enc.ECMP_SELECTOR, gid, members))
-    client.insert(client.table_entry(enc.TABLE_IPV4, match, group=gid))
+def single_switch_route(prefix: str, plen: int, ports: list[int]) -> Route:
+    """prefix/plen -> `ports` on a single-switch rig, each next hop rewriting the MACs as the
+    fabric's forwarding does towards the host behind that port (ECMP over several)."""
+    hops = tuple(NextHop(p, port_mac(0, p), host_mac(host_ip(p)), f"h{p}") for p in ports)
+    return Route(prefix, plen, hops)
 
 
 class Testbed:
@@ -105,7 +84,7 @@ class Testbed:
             )
             self.target.set_queue_rate(self.spec, UNLIMITED_PPS)
             self.target.set_queue_depth(self.spec, 1024)
-            self._ids = itertools.count(1)
+            self.forwarding = ForwardingPlan()
             for port in range(1, n_ports + 1):
                 self.route(host_ip(port), 32, [port])
             self._sockets: dict[int, socket.socket] = {}
@@ -131,8 +110,8 @@ class Testbed:
         return [far for _, far in self.pairs]
 
     def route(self, prefix: str, plen: int, ports: list[int]) -> None:
-        """prefix/plen -> `ports` (install_route)."""
-        install_route(self.client, prefix, plen, ports, self._ids)
+        """prefix/plen -> `ports` (single_switch_route)."""
+        install(self.client, self.forwarding.add(single_switch_route(prefix, plen, ports)))
 
     @property
     def sockets(self) -> dict[int, socket.socket]:

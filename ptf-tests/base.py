@@ -17,10 +17,11 @@ from ptf.base_tests import BaseTest
 from scapy.layers.inet import IP
 from scapy.layers.l2 import Ether
 
+from ecntune.controller.forwarding import ForwardingPlan, install
 from ecntune.p4runtime_client import P4RuntimeClient, P4RuntimeClientError, load_p4info
 from ecntune.p4src import encoding as enc
 from ecntune.targets import TARGETS, SwitchSpec
-from ecntune.testbed import host_ip, install_route
+from ecntune.testbed import host_ip, single_switch_route
 from ecntune.topology import host_mac, port_mac
 
 PORTS = (1, 2, 3, 4)
@@ -44,7 +45,7 @@ class EcnTest(BaseTest):
         self.spec = SwitchSpec(ports={}, thrift_port=int(p["thrift_port"]))
         self.target.set_queue_rate(self.spec, UNLIMITED_PPS)
         self.target.set_queue_depth(self.spec, 64)
-        self._members = itertools.count(1)
+        self.forwarding = ForwardingPlan()
 
     def tearDown(self) -> None:
         self.target.set_queue_rate(self.spec, UNLIMITED_PPS)
@@ -55,7 +56,7 @@ class EcnTest(BaseTest):
 
     def route(self, prefix: str, plen: int, ports: list[int]) -> None:
         """prefix/plen -> one port (a member) or several (an ECMP group)."""
-        install_route(self.client, prefix, plen, ports, self._members)
+        install(self.client, self.forwarding.add(single_switch_route(prefix, plen, ports)))
 
     def route_hosts(self) -> None:
         for port in PORTS:

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import jax
 import pytest
 
 from ecntune.agent.static import StaticPolicy
@@ -68,13 +69,16 @@ def controller(fab: Fabric, log: Path, policy: object = "static:secn1", **kw: ob
     return run_in_background(config)
 
 
-def send(fab: Fabric, senders: list[str], packets: int, ecn: int = 2) -> None:
-    """`packets` UDP packets from each sender to h4 at once; returns when all are sent."""
+def send(
+    fab: Fabric, senders: list[str], packets: int, ecn: int = 2, dst: str = "10.0.0.4"
+) -> None:
+    """`packets` UDP packets from each sender to `dst` (h4) at once; returns when all are
+    sent."""
     start_at = time.time() + 2.0  # every sender process is up by then, even on a busy CI
 
     def argv(i: int) -> list[str]:
         return [
-            *(sys.executable, "-m", "ecntune.traffic.burst", "send", "--dst", "10.0.0.4"),
+            *(sys.executable, "-m", "ecntune.traffic.burst", "send", "--dst", dst),
             *("--sender", str(i), "--packets", str(packets), "--size", str(PAYLOAD)),
             *("--ecn", str(ecn), "--start-at", str(start_at)),
         ]
@@ -258,3 +262,36 @@ def test_packet_outs_and_digest_acks_share_the_stream(fabric: Fabric, tmp_path: 
     assert ticks_after > expected / 4  # a busy machine skips ticks, a dead ticker stops
     assert writes > 0
     assert acks >= 0.9 * writes
+
+
+def test_graphcc_decides_for_every_switch_of_a_leaf_spine(switch: str, tmp_path: Path):
+    """One GraphCC model behind all four switches' loops (controller/fabric_policy.py):
+    traffic across the spines reaches every switch's telemetry, and every switch runs the
+    model's decision — none falls back, every port holds a written setting."""
+    from ecntune.agent import graphcc
+
+    config = graphcc.GraphccConfig()
+    ckpt = tmp_path / "graphcc.msgpack"
+    graphcc.save(ckpt, config, graphcc.build_network(config, jax.random.key(0))[1],
+                 {"reward": graphcc.REWARD.to_meta()})  # fmt: skip
+    options = FabricOptions(switch=switch, port_offset=random.randrange(1000, 20000, 10),
+                            workdir=tmp_path / "switches")  # fmt: skip
+    log = tmp_path / "telemetry.jsonl"
+    policy = f"graphcc:{ckpt}"
+    with Fabric(preset("leafspine-2x2"), options) as fab, controller(fab, log, policy) as c:
+        dst = fab.topology.hosts["h3"].ip  # behind leaf2: h1 and h2's packets cross a spine
+        for _ in range(3):
+            send(fab, ["h1", "h2"], 40, dst=dst)
+        time.sleep(3 * INTERVAL)
+        send(fab, ["h1", "h2"], 1, dst=dst)  # closes the intervals: their digests go out
+        time.sleep(3 * INTERVAL)
+        loops = {n: r.loop for n, r in c.runners.items()}
+    assert set(loops) == {"leaf1", "leaf2", "spine1", "spine2"}
+    for name, loop in loops.items():
+        assert loop.guard.mode == "agent", (name, loop.guard.reason)
+        assert len(loop.current()) == len(loop.ports), name  # every port written
+    out = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {r["policy"] for r in out} == {policy}
+    busy = {r["switch"] for r in out if r["tx_pkts"] > 0}
+    assert busy >= {"leaf1", "leaf2"}
+    assert busy & {"spine1", "spine2"}  # ECMP may put both senders on one spine

@@ -1,6 +1,7 @@
 """The control loop's logic without a switch: decisions, confirmation, safety, fallback, config."""
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -13,6 +14,9 @@ from ecntune.controller.safety import Guard, clamp
 from ecntune.p4src import encoding as enc
 from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import preset
+
+if TYPE_CHECKING:  # finsy is imported late, as the controller does
+    from ecntune.controller.app import SwitchRunner
 
 BW = 20e6
 INTERVAL = 0.1
@@ -229,7 +233,6 @@ def test_a_restarted_controller_resumes_from_the_switch_checkpoint(tmp_path):
     import jax
 
     from ecntune.agent import ddqn
-    from ecntune.controller.app import SwitchRunner, TelemetryLog
 
     config = ddqn.DdqnConfig(pmax=(0.1, 1.0), levels=3)
     graph, shipped = ddqn.build_network(config, jax.random.key(0))
@@ -242,7 +245,7 @@ def test_a_restarted_controller_resumes_from_the_switch_checkpoint(tmp_path):
         "checkpoint_dir": ckpts,
         "online_learning": True,
     }
-    first = SwitchRunner("s1", ControllerConfig(**settings), TelemetryLog(None))
+    first = runner(ControllerConfig(**settings))
     assert first.policy.online
     obs = np.eye(18, dtype=np.float32)[:3]
     assert np.allclose(
@@ -250,7 +253,7 @@ def test_a_restarted_controller_resumes_from_the_switch_checkpoint(tmp_path):
     )
     # what the running controller saved (atomically) for s1 is what a restart picks up
     ddqn.save(ckpts / "s1.msgpack", config, tuned, {"online_steps": 500})
-    again = SwitchRunner("s1", ControllerConfig(**settings), TelemetryLog(None))
+    again = runner(ControllerConfig(**settings))
     assert np.allclose(
         ddqn.q_values(graph, again.policy.params, obs), ddqn.q_values(graph, tuned, obs)
     )
@@ -262,21 +265,23 @@ def test_the_controller_judges_an_agent_by_the_reward_it_was_trained_with(tmp_pa
     which serves static policies."""
     from ecntune.agent import ippo
     from ecntune.agent.rewards import THROUGHPUT_FIRST, Reward
-    from ecntune.controller.app import SwitchRunner, TelemetryLog
 
     config = ippo.IppoConfig(pmax=(0.1, 1.0), levels=3)
     _, params = ippo.build_networks(config, jax.random.key(0))
     ckpt = tmp_path / "pet.msgpack"
     ippo.save(ckpt, config, params, {"reward": Reward("pet", THROUGHPUT_FIRST).to_meta()})
     settings = {"topology": preset("tiny"), "reward": "acc"}
-    agent = SwitchRunner(
-        "s1", ControllerConfig(policy=f"pet:{ckpt}", **settings), TelemetryLog(None)
-    )
+    agent = runner(ControllerConfig(policy=f"pet:{ckpt}", **settings))
     assert agent.loop.reward == Reward("pet", THROUGHPUT_FIRST)
-    static = SwitchRunner(
-        "s1", ControllerConfig(policy="static:secn1", **settings), TelemetryLog(None)
-    )
+    static = runner(ControllerConfig(policy="static:secn1", **settings))
     assert static.loop.reward == Reward("acc")
     # the rows' rewards are the agent's formula: PET's 1/(1 + q/α) delay term, weighted 0.3
     rows = agent.loop.tick(0.0).rows
     assert rows[0]["reward"] == pytest.approx(0.3 * 1.0)  # idle: no throughput, empty queue
+
+
+def runner(config: ControllerConfig) -> "SwitchRunner":
+    """s1's SwitchRunner as the controller makes it (its policy from switch_policies)."""
+    from ecntune.controller.app import SwitchRunner, TelemetryLog, switch_policies
+
+    return SwitchRunner("s1", config, TelemetryLog(None), switch_policies(config)["s1"])

@@ -12,6 +12,7 @@ from ecntune.agent import graphcc, loops
 from ecntune.agent.evaluate import run_policies
 from ecntune.agent.policy import load_policy
 from ecntune.agent.static import StaticPolicy
+from ecntune.p4src import encoding as enc
 from ecntune.sim.fabric import build
 from ecntune.sim.scenario import SimScenario
 from ecntune.topology import preset
@@ -90,6 +91,17 @@ def test_the_port_graph_of_a_leaf_spine():
     assert len(graphcc.port_graph(build(preset("star8")))[0]) == 1  # padded: no neighbours
 
 
+def test_messages_between_switches_of_a_leaf_spine():
+    """leafspine-2x2 by hand: a leaf needs the 4 spine ports (2 feed it, and its uplinks
+    reach both spines' ports), a spine the 8 leaf ports (2 feed it, 2 × 4 its links reach):
+    2·4 + 2·8 = 24 states of 24 float32 per step, K = 2 steps."""
+    fabric = build(preset("leafspine-2x2"))
+    nb = graphcc.port_graph(fabric)
+    assert graphcc.message_bytes(fabric, nb, CONFIG) == 2 * 24 * 24 * 4
+    star = build(preset("star8"))
+    assert graphcc.message_bytes(star, graphcc.port_graph(star), CONFIG) == 0
+
+
 def test_the_template_is_the_papers_120_settings():
     t = CONFIG.template
     assert t.n_actions == 120
@@ -152,15 +164,54 @@ def test_a_checkpoint_of_other_graph_conventions_is_refused(trained, tmp_path):
         graphcc.load(path)
 
 
-def test_the_per_switch_controller_benches_it_and_says_why(trained):
-    """The live controller hosts one agent per switch; GraphCC needs the whole fabric, so a
-    SwitchLoop falls back to its static preset at start, naming the reason (issue 19)."""
-    from ecntune.controller.loop import SwitchLoop
-    from ecntune.controller.safety import Guard
+def digest(port: int, tx_bytes: int, queue_bytes: int) -> dict[str, int]:
+    """One interval of one port as the switch reports it (0.1 s, 70 packets)."""
+    d = dict.fromkeys(enc.DIGEST_FIELDS, 0)
+    d.update(port=port, interval_us=100_000, tx_bytes=tx_bytes, tx_pkts=70,
+             qdepth_sum_bytes=70 * queue_bytes, qdepth_samples=70, qdepth_max_bytes=queue_bytes,
+             marked_bytes=tx_bytes // 2, marked_pkts=35)  # fmt: skip
+    return d
 
-    path = trained[3]
-    loop = SwitchLoop("s1", {1: 20e6, 2: 20e6}, load_policy(f"graphcc:{path}"),
-                      StaticPolicy("secn1"), interval_s=0.1, buffer_bytes=96_000,
-                      guard=Guard(fallback_after=20, baseline_intervals=20))  # fmt: skip
-    assert loop.guard.mode == "fallback"
-    assert "for_fabric" in loop.guard.reason
+
+def test_the_controller_makes_one_decision_for_the_whole_fabric(trained):
+    """Each switch's loop gets its share of one fabric-wide decision (controller/
+    fabric_policy.py): nothing falls back, leaf1's ports take exactly their slice of the
+    model's decision over every switch's latest telemetry, and what the spines report
+    changes what leaf1 is told (messages cross switches, as §3.3's do)."""
+    from ecntune.controller.app import make_loop, switch_policies
+    from ecntune.controller.config import ControllerConfig
+    from ecntune.controller.safety import clamp
+
+    topo = preset("leafspine-2x2")
+    config = ControllerConfig(topology=topo, policy=f"graphcc:{trained[3]}",
+                              baseline_intervals=0)  # fmt: skip
+    shares = switch_policies(config)
+    loops = {n: make_loop(n, config, share) for n, share in shares.items()}
+    assert {loop.guard.mode for loop in loops.values()} == {"agent"}
+    fabric = shares["leaf1"].fabric
+    assert fabric.nodes.keys() == loops.keys()
+
+    def tick(name: str, tx_bytes: int, queue_bytes: int) -> dict[int, tuple]:
+        for _ in range(3):
+            for _, port in topo.ports(name):
+                loops[name].on_digest(digest(port, tx_bytes, queue_bytes))
+            rows = loops[name].tick(0.0).rows
+        return {r["port"]: (r["set_kmin"], r["set_kmax"]) for r in rows}
+
+    tick("spine1", 400_000, 60_000)  # both spines busy, deep queues
+    tick("spine2", 400_000, 60_000)
+    leaf1 = tick("leaf1", 100_000, 3_000)
+    assert {loop.guard.mode for loop in loops.values()} == {"agent"}
+
+    chosen = fabric.bound.act(fabric.fabric_history(3))
+    mine = clamp(type(chosen)(*(np.asarray(x)[fabric.nodes["leaf1"]] for x in chosen)),
+                 config.buffer_bytes)  # fmt: skip
+    expected = [enc.encode_thresholds(*map(float, t)) for t in zip(*mine, strict=True)]
+    assert [leaf1[p] for p in sorted(leaf1)] == [(e.kmin, e.kmax) for e in expected]
+
+    alone = switch_policies(config)["leaf1"]  # a fabric that has heard only from leaf1
+    alone.act(loops["leaf1"]._history())
+    heard_only_leaf1 = alone.fabric.bound.act(alone.fabric.fabric_history(3))
+    ports = fabric.nodes["leaf1"]
+    assert not np.array_equal(np.asarray(chosen.kmax_bytes)[ports],
+                              np.asarray(heard_only_leaf1.kmax_bytes)[ports])  # fmt: skip

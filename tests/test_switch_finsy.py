@@ -10,8 +10,10 @@ from collections.abc import Iterator
 
 import finsy as fy
 import pytest
+from finsy.proto import p4r
 
-from ecntune.controller.forwarding import forwarding_entities
+from ecntune.controller.forwarding import ForwardingPlan, forwarding_entities, install
+from ecntune.p4runtime_client import P4RuntimeClient, load_p4info
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
 from ecntune.targets import EMBEDDED, SwitchSpec, free_port, start, stop
@@ -62,6 +64,45 @@ def test_finsy_pushes_writes_and_reads_back(switch_addr: str):
     assert len(got["members"]) == len(topo.hosts)
     assert [r.data for r in got["kmax"]] == [9000]
     assert "ALREADY_EXISTS" in str(got["dup"])
+
+
+def test_finsy_and_our_own_client_install_the_same_forwarding_state(switch_addr: str):
+    """controller/forwarding.py renders one plan two ways; a leaf of a leaf-spine (members,
+    an ECMP group, /32 and /24 entries) written each way reads back identically."""
+    topo = preset("leafspine-2x2")
+
+    async def by_finsy() -> None:
+        async with fy.Switch("leaf1", switch_addr, options()) as sw:
+            await sw.insert(forwarding_entities(topo, "leaf1"))
+
+    asyncio.run(by_finsy())
+    other = SwitchSpec(ports={}, grpc_addr=f"127.0.0.1:{free_port()}", thrift_port=free_port())
+    other_proc = start(EMBEDDED, other)
+    try:
+        with P4RuntimeClient(other.grpc_addr, 0, 1) as client:
+            assert client.become_primary()
+            client.set_pipeline(load_p4info(PROGRAM.p4info_path), PROGRAM.json_path.read_bytes())
+            plan = ForwardingPlan()
+            for route in topo.routes("leaf1"):
+                install(client, plan.add(route))
+        states = []
+        for addr in (switch_addr, other.grpc_addr):
+            with P4RuntimeClient(addr, 0, 2) as reader:
+                reader.use_p4info(load_p4info(PROGRAM.p4info_path))
+                profile = reader.n.get("action_profiles", enc.ECMP_SELECTOR).preamble.id
+                wildcards = [
+                    reader.table_entry(enc.TABLE_IPV4),
+                    p4r.ActionProfileMember(action_profile_id=profile),
+                    p4r.ActionProfileGroup(action_profile_id=profile),
+                ]
+                read = [e for w in wildcards for e in reader.read(w)]
+                states.append(sorted(e.SerializeToString(deterministic=True) for e in read))
+    finally:
+        stop(other_proc)
+    kinds = {r.prefix_len: len(r.next_hops) for r in topo.routes("leaf1")}
+    assert kinds == {32: 1, 24: 2}  # the plan met both a member and an ECMP group
+    assert len(states[0]) == len(topo.routes("leaf1")) + 4 + 1  # entries, members, group
+    assert states[0] == states[1]
 
 
 def test_a_backup_client_is_refused_writes(switch_addr: str):

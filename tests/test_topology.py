@@ -2,6 +2,8 @@
 
 import pytest
 
+from ecntune.controller.forwarding import ForwardingPlan, Group, LpmEntry, Member
+from ecntune.testbed import host_ip, single_switch_route
 from ecntune.topology import CPU_PORT, Topology, dumbbell, leaf_spine, preset, single_switch
 
 
@@ -70,3 +72,41 @@ def test_paper_fabrics_have_the_papers_shape():
     assert len(t.switches) == 18
     assert {lk.bw_bps for lk in t.links if lk.a in t.hosts} == {25e9}
     assert len(preset("testbed24").hosts) == 24
+
+
+def test_forwarding_plan_writes_each_next_hop_and_ecmp_set_once():
+    topo = leaf_spine(n_spines=2, n_leaves=4, hosts_per_leaf=2, host_bw_bps=1e9, fabric_bw_bps=4e9)
+    plan = ForwardingPlan()
+    objs = [o for r in topo.routes("leaf1") for o in plan.add(r)]
+    members = [o for o in objs if isinstance(o, Member)]
+    groups = [o for o in objs if isinstance(o, Group)]
+    entries = [o for o in objs if isinstance(o, LpmEntry)]
+    # two local hosts + two spines; one ECMP set {spine1, spine2} shared by three remote leaves
+    assert sorted(m.hop.neighbour for m in members) == ["h1", "h2", "spine1", "spine2"]
+    (group,) = groups
+    assert len(group.member_ids) == 2
+    assert len(entries) == len(topo.routes("leaf1")) == 5
+    assert sum(e.group_id == group.group_id for e in entries) == 3
+    # everything an object refers to was written before it
+    written: set[int | None] = set()
+    for o in objs:
+        if isinstance(o, Member):
+            written.add(o.member_id)
+        elif isinstance(o, Group):
+            assert set(o.member_ids) <= written
+            written.add(o.group_id)
+        else:
+            assert (o.member_id or o.group_id) in written
+    # a restart re-derives exactly the same ids; a route already written needs only its entry
+    again = ForwardingPlan()
+    assert [o for r in topo.routes("leaf1") for o in again.add(r)] == objs
+    assert again.add(topo.routes("leaf1")[-1]) == [entries[-1]]
+
+
+def test_single_switch_routes_match_the_topologys_own():
+    topo = single_switch(4, 10e6)
+    ours = {r.prefix: r for r in topo.routes("s1")}
+    for port in (1, 4):
+        route = single_switch_route(host_ip(port), 32, [port])
+        ((hop,), (expected,)) = route.next_hops, ours[host_ip(port)].next_hops
+        assert (hop.port, hop.src_mac, hop.dst_mac) == (port, expected.src_mac, expected.dst_mac)
