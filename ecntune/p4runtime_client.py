@@ -212,7 +212,7 @@ class P4RuntimeClient:
         """Write (update type, Entity-or-entry) pairs, e.g. ("INSERT", table_entry)."""
         req = p4r.WriteRequest(device_id=self.device_id, election_id=self.election_id)
         for kind, obj in updates:
-            entity = obj if isinstance(obj, p4r.Entity) else _entity(obj)
+            entity = as_entity(obj)
             req.updates.append(p4r.Update(type=p4r.Update.Type.Value(kind), entity=entity))
         self._call(self.stub.Write, req)
 
@@ -227,7 +227,7 @@ class P4RuntimeClient:
 
     def read(self, *entities: Any) -> list[Any]:
         req = p4r.ReadRequest(device_id=self.device_id)
-        req.entities.extend(e if isinstance(e, p4r.Entity) else _entity(e) for e in entities)
+        req.entities.extend(as_entity(e) for e in entities)
         try:
             return [e for resp in self.stub.Read(req) for e in resp.entities]
         except grpc.RpcError as e:
@@ -357,7 +357,10 @@ def _by_value(code: int) -> tuple[int, str]:
     return next(c.value for c in grpc.StatusCode if c.value[0] == code)
 
 
-def _entity(obj: Any) -> Any:
+def as_entity(obj: Any) -> Any:
+    """`obj` (a TableEntry, RegisterEntry, ...) wrapped in the Entity that carries it."""
+    if isinstance(obj, p4r.Entity):
+        return obj
     field = {
         "TableEntry": "table_entry",
         "ActionProfileMember": "action_profile_member",

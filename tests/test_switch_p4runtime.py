@@ -4,14 +4,25 @@ client: each gets the canonical code the spec names, and the server goes on serv
 
 from __future__ import annotations
 
+import functools
+import queue
+import random
 import time
+from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
 from finsy.proto import p4r
+from google.protobuf.descriptor import FieldDescriptor
 
-from ecntune.p4runtime_client import P4RuntimeClient, P4RuntimeClientError, load_p4info
+from ecntune.p4runtime_client import (
+    P4RuntimeClient,
+    P4RuntimeClientError,
+    as_entity,
+    load_p4info,
+)
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
 from ecntune.switch.p4runtime_server import MAX_STREAMS
@@ -345,3 +356,145 @@ def test_an_lpm_entry_with_a_priority_is_refused(client: P4RuntimeClient):
     entry.priority = 0
     client.insert(entry)
     assert len(client.read(client.table_entry(enc.TABLE_IPV4, {}))) == 1
+
+
+# -- a seeded, bounded fuzz of Write, Read and the stream (issue 18's acceptance) -------------
+
+INT_RANGES = {
+    FieldDescriptor.TYPE_INT32: (-(1 << 31), (1 << 31) - 1),
+    FieldDescriptor.TYPE_INT64: (-(1 << 63), (1 << 63) - 1),
+    FieldDescriptor.TYPE_UINT32: (0, (1 << 32) - 1),
+    FieldDescriptor.TYPE_UINT64: (0, (1 << 64) - 1),
+    FieldDescriptor.TYPE_ENUM: (-(1 << 31), (1 << 31) - 1),
+}
+# what may come back: a canonical code for the client's mistake, never a crash or a hang
+CLIENT_ERRORS = {"OK", "INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "OUT_OF_RANGE",
+                 "FAILED_PRECONDITION", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+                 "UNIMPLEMENTED"}  # fmt: skip
+CODE_NAMES = {code.value[0]: code.name for code in grpc.StatusCode}
+FUZZ_DEADLINE_S = 10.0  # no single small request may take longer, even on a busy machine
+
+
+def mutate(msg: Any, rng: random.Random, depth: int = 0) -> None:
+    """Change one field somewhere in `msg`, in place: a scalar to an edge or random value
+    of its type, a sub-message recursed into, cleared or set empty, a repeated field
+    grown, emptied or one element mutated."""
+    fields = msg.DESCRIPTOR.fields
+    if not fields:
+        return
+    f = rng.choice(fields)
+    value = getattr(msg, f.name)
+    repeated = f.is_repeated
+    if f.message_type is not None:
+        if repeated:
+            choice = rng.random()
+            if value and choice < 0.6 and depth < 8:
+                mutate(rng.choice(value), rng, depth + 1)
+            elif choice < 0.85:
+                mutate(value.add(), rng, depth + 1)
+            else:
+                msg.ClearField(f.name)
+        elif rng.random() < 0.8 and depth < 8:
+            mutate(value, rng, depth + 1)
+        elif rng.random() < 0.5:
+            msg.ClearField(f.name)
+        else:
+            value.SetInParent()
+        return
+    new = scalar(f, rng)
+    if repeated:
+        value.append(new)
+    else:
+        setattr(msg, f.name, new)
+
+
+def scalar(f: Any, rng: random.Random) -> Any:
+    if f.type == FieldDescriptor.TYPE_BOOL:
+        return rng.random() < 0.5
+    if f.type == FieldDescriptor.TYPE_STRING:
+        return rng.choice(["", "x", "ecn_kmin", enc.TABLE_IPV4, "\u00e9" * rng.randint(1, 40)])
+    if f.type == FieldDescriptor.TYPE_BYTES:
+        return rng.randbytes(rng.choice([0, 1, 2, 3, 4, 6, 8, 9, 17, 300]))
+    lo, hi = INT_RANGES.get(f.type, (0, 1 << 16))
+    small = rng.randint(-2, 300)
+    return min(hi, max(lo, rng.choice([lo, hi, hi - 1, 0, 1, small, rng.randint(lo, hi)])))
+
+
+def valid_entities(c: P4RuntimeClient) -> list[p4r.Entity]:
+    """One well-formed entity of each kind the program has, to mutate from."""
+    sel = enc.ECMP_SELECTOR
+    hop = {"port": 1, "src_mac": 1, "dst_mac": 2}
+    counter = c.n.get("counters", enc.DROP_COUNTER).preamble.id
+    digest = c.n.get("digests", enc.DIGEST).preamble.id
+    objs = [
+        c.member(sel, 1, enc.ACTION_FORWARD, hop),
+        c.group(sel, 10, [1]),
+        c.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (0x0A000001, 32)}, member=1),
+        c.register_entry("ecn_kmin", 1, 5),
+        p4r.CounterEntry(counter_id=counter, index=p4r.Index(index=1)),
+        p4r.DigestEntry(digest_id=digest, config=p4r.DigestEntry.Config(max_list_size=4)),
+    ]
+    return [as_entity(o) for o in objs] + [group(5, (1, 0))]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_fuzzed_writes_reads_and_stream_messages_get_canonical_codes(
+    client: P4RuntimeClient, seed: int
+):
+    """300 mutated Writes and Reads and 100 mutated stream messages: every answer is OK or
+    a canonical client-error code, within the deadline; the fixture then checks the server
+    still answers, and here the data plane still takes a control packet."""
+    rng = random.Random(seed)
+    bases = valid_entities(client)
+    client.write(*(("INSERT", e) for e in bases[:3]))  # so MODIFY/DELETE find something
+    seen: Counter[str] = Counter()
+    for i in range(300):
+        entity = p4r.Entity()
+        entity.CopyFrom(rng.choice(bases))
+        for _ in range(rng.randint(1, 3)):
+            mutate(entity, rng)
+        if i % 3:
+            req = p4r.WriteRequest(device_id=0, election_id=client.election_id)
+            kind = rng.choice([1, 2, 3, rng.randint(0, 9)])  # INSERT, MODIFY, DELETE, other
+            req.updates.add(type=kind, entity=entity)
+            if rng.random() < 0.1:
+                mutate(req, rng)
+            rpc = functools.partial(client.stub.Write, timeout=FUZZ_DEADLINE_S)
+        else:
+            req = p4r.ReadRequest(device_id=0, entities=[entity])
+            rpc = functools.partial(
+                lambda r, **kw: list(client.stub.Read(r, **kw)), timeout=FUZZ_DEADLINE_S
+            )
+        got, why = ["OK"], ""
+        try:
+            client._call(rpc, req)
+        except P4RuntimeClientError as e:
+            got, why = [code for code, _ in e.errors] or [e.code], str(e)
+        assert set(got) <= CLIENT_ERRORS, (i, got, why, req)
+        seen.update(got)
+    print(f"seed {seed}: {dict(seen)}")
+    assert seen["OK"] > 0
+    assert seen["INVALID_ARGUMENT"] + seen["NOT_FOUND"] > 50  # the fuzz reached the checks
+
+    packet_out = p4r.StreamMessageRequest()
+    packet_out.packet.payload = enc.interval_payload(0.1)
+    client.packet_out(enc.interval_payload(0.1), opcode=enc.OP_SET_INTERVAL)
+    for _ in range(100):
+        msg = p4r.StreamMessageRequest()
+        msg.CopyFrom(packet_out if rng.random() < 0.7 else p4r.StreamMessageRequest(
+            digest_ack=p4r.DigestListAck(digest_id=1, list_id=1)))  # fmt: skip
+        mutate(msg, rng)
+        if msg.WhichOneof("update") == "arbitration":
+            continue  # arbitration has its own tests; a new election id would demote us
+        client._requests.put(msg)
+    answered = Counter()
+    deadline = time.monotonic() + FUZZ_DEADLINE_S
+    while time.monotonic() < deadline:
+        try:
+            err = client.stream_errors.get(timeout=0.5)
+        except queue.Empty:
+            break
+        answered[CODE_NAMES[err.canonical_code]] += 1
+    print(f"seed {seed}: stream errors {dict(answered)}")
+    assert set(answered) <= CLIENT_ERRORS, answered
+    assert client.become_primary()  # the stream is still open and we are still primary
