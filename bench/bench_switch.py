@@ -9,6 +9,11 @@
 - p4runtime_insert / p4runtime_read / threshold_write_*: P4Runtime latency, median and p99
   of single table-entry inserts, wildcard reads of the routing table, and threshold writes
   by PacketOut (until the ack) and by RegisterEntry (embedded only: BMv2 has none);
+- forwarding_latency_{idle,during_maximal_read,during_write_burst}: a probe frame every
+  5 ms through the switch while nothing else runs / while 50 wildcard reads of every
+  register in one request run back to back / while Writes of 100 table entries (inserted,
+  then deleted) do; send to kernel arrival, median, p99 and max, and whether p99 meets
+  the 10 ms target (issue 18);
 - switch_rss: peak resident memory of the switch process after all of the above.
 
 One JSON object per line with the embedded number, BMv2's ("bmv2": null and a reason when
@@ -26,6 +31,7 @@ import shutil
 import socket
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,13 +42,17 @@ from ecntune.testbed import Testbed
 WINDOW_S = 1.0
 WINDOWS = 5
 LATENCY_SAMPLES = 200
+PROBE_GAP_S = 0.005  # forwarding-latency probes: one every 5 ms ...
+LOAD_S = 3.0  # ... for 3 s per condition
+WRITE_BATCH = 100  # table entries per Write in the write burst (inserted, then deleted)
+LATENCY_TARGET_MS = 10.0  # issue 18: forwarding latency under a maximal Read or write burst
 
 
 def if_packets(iface: str, direction: str) -> int:
     return int(Path(f"/sys/class/net/{iface}/statistics/{direction}_packets").read_text())
 
 
-def frame(src: int, dst: int, sport: int) -> bytes:
+def frame(src: int, dst: int, sport: int, dport: int = 5000) -> bytes:
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
@@ -52,7 +62,7 @@ def frame(src: int, dst: int, sport: int) -> bytes:
     pkt = (
         Ether(dst=port_mac(0, src), src=host_mac(src_ip))
         / IP(src=src_ip, dst=dst_ip, tos=2)
-        / UDP(sport=sport, dport=5000)
+        / UDP(sport=sport, dport=dport)
         / bytes(64)
     )
     return bytes(pkt)
@@ -148,6 +158,77 @@ def control_latencies(rig: Testbed) -> dict[str, dict[str, float] | None]:
     return out
 
 
+def probe_latency_ms(rig: Testbed, load: Callable[[], object] | None) -> dict[str, Any]:
+    """Frames from port 1 to port 2 every PROBE_GAP_S for LOAD_S while `load` runs over
+    and over in another thread (nothing when None): send to kernel arrival, p50/p99/max."""
+    rig.collect(quiet_s=0.2)  # opens the far ends' sockets, drains what was left
+    rig.listen()
+    stop, done, failure = threading.Event(), [0], []
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                load()  # type: ignore[misc]
+            except Exception as e:  # what the target refuses is reported, not raised
+                failure.append(f"{type(e).__name__}: {e}"[:200])
+                return
+            done[0] += 1
+
+    worker = threading.Thread(target=loop, daemon=True)
+    if load is not None:
+        worker.start()
+    probes = [frame(1, 2, 4000, 10_000 + i) for i in range(int(LOAD_S / PROBE_GAP_S))]
+    sent: dict[int, float] = {}
+    start = time.monotonic()
+    for i, probe in enumerate(probes):
+        time.sleep(max(0.0, start + i * PROBE_GAP_S - time.monotonic()))
+        sent[10_000 + i] = time.time()
+        rig.send(1, probe)
+    stop.set()
+    got = rig.arrivals(len(sent), timeout_s=10)
+    if load is not None:
+        worker.join(60)
+    delays = sorted((t - sent[d]) * 1e3 for port, d, t in got if port == 2 and d in sent)
+    if failure or not delays:
+        return {"error": failure[0] if failure else f"none of {len(sent)} probes came out"}
+    return {
+        "median_ms": round(statistics.median(delays), 3),
+        "p99_ms": round(delays[int(0.99 * (len(delays) - 1))], 3),
+        "max_ms": round(delays[-1], 3),
+        "probes": len(sent),
+        "lost": len(sent) - len(delays),
+        "load_calls": done[0],
+    }
+
+
+def latency_under_control_load(rig: Testbed) -> dict[str, dict[str, Any]]:
+    """Forwarding latency while the control plane works the switch hardest (issue 18:
+    under 10 ms while a maximal Read or a burst of writes runs), idle in the same run."""
+    from finsy.proto import p4r
+
+    from ecntune.p4src import encoding as enc
+
+    c = rig.client
+    every_register = p4r.Entity(register_entry=p4r.RegisterEntry())  # id 0: all of them
+    member = next(iter(rig.forwarding.members.values()))
+    batch = [
+        c.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (0x0B000000 + i, 32)}, member=member)
+        for i in range(WRITE_BATCH)
+    ]
+
+    def write_burst() -> None:
+        c.insert(*batch)
+        c.delete(*batch)
+
+    return {
+        "forwarding_latency_idle": probe_latency_ms(rig, None),
+        "forwarding_latency_during_maximal_read": probe_latency_ms(
+            rig, lambda: c.read(*[every_register] * 50)
+        ),
+        "forwarding_latency_during_write_burst": probe_latency_ms(rig, write_burst),
+    }
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -165,6 +246,11 @@ def measure(target_name: str) -> dict[str, Any]:
             results[f"switch_pps_{n_ports}ports_detail"] = rate
             if n_ports == 2:
                 results.update(control_latencies(rig))
+                for name, row in latency_under_control_load(rig).items():
+                    error = row.pop("error", None)
+                    results[name] = row or None
+                    if error:
+                        results[f"{name}_error"] = error
             results[f"switch_rss_mb_{n_ports}ports"] = round(peak_rss_mb(rig.pid), 1)
         finally:
             rig.close()
@@ -195,6 +281,9 @@ def main() -> int:
             row["ratio"] = round(value["median_ms"] / ref["median_ms"], 3)
         elif isinstance(value, float | int) and isinstance(ref, float | int) and ref:
             row["ratio"] = round(value / ref, 3)
+        if name.startswith("forwarding_latency_") and isinstance(value, dict):
+            row["target_p99_ms"] = LATENCY_TARGET_MS
+            row["meets_target"] = value["p99_ms"] <= LATENCY_TARGET_MS
         print(json.dumps(row), flush=True)
     print(json.dumps({"bench": "switch_total_s", "value": round(time.monotonic() - t0, 1)}))
     return 0

@@ -10,7 +10,9 @@ tick (at most one interval old, as in a deployment where switches exchange messa
 their neighbours asynchronously). A switch not heard from yet counts as idle.
 
 Each switch's loop still judges, clamps and falls back on its own: a model that fails or
-diverges benches that switch's share, not the others.
+diverges benches that switch's share, not the others. A benched switch no longer calls its
+share, so until it returns to the model its neighbours' decisions see its last telemetry
+from before it fell back (stated, not hidden: the rows say which switch ran what).
 """
 
 from __future__ import annotations

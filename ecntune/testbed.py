@@ -27,6 +27,7 @@ from ecntune.ptf_runner import veth_pairs
 from ecntune.targets import SwitchSpec, free_port, start, stop, target
 from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import NextHop, Route, host_mac, port_mac
+from ecntune.traffic.burst import IP_PROTO_UDP, SO_TIMESTAMPNS, kernel_time
 
 UNLIMITED_PPS = 10_000_000
 
@@ -139,6 +140,38 @@ class Testbed:
                     out.append((port, data))
                 deadline = time.monotonic() + quiet_s
         return out
+
+    def listen(self) -> None:
+        """Kernel receive timestamps on the far ends' sockets (a busy reader's own clock
+        would add its delays) and room for every frame of a run."""
+        for s in self.sockets.values():
+            s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+
+    def arrivals(self, expect: int, timeout_s: float = 5.0) -> list[tuple[int, int, float]]:
+        """(port, UDP destination port, kernel arrival time.time()) of the next `expect` UDP
+        frames the switch sent (after `listen`); fewer when `timeout_s` passes first."""
+        socks = {s.fileno(): (port, s) for port, s in self.sockets.items()}
+        out: list[tuple[int, int, float]] = []
+        deadline = time.monotonic() + timeout_s
+        while len(out) < expect and time.monotonic() < deadline:
+            ready, _, _ = select.select(list(socks), [], [], 0.05)
+            for fd in ready:
+                port, s = socks[fd]
+                data, anc, _, addr = s.recvmsg(65536, socket.CMSG_SPACE(16))
+                dport = udp_dport(data)
+                if addr[2] != socket.PACKET_OUTGOING and dport is not None:
+                    out.append((port, dport, kernel_time(anc)))
+        return out
+
+
+def udp_dport(frame: bytes) -> int | None:
+    """The UDP destination port of an IPv4 frame, 802.1Q-tagged or not; else None."""
+    l3 = 18 if frame[12:14] == b"\x81\x00" else 14
+    if len(frame) < l3 + 20 or frame[l3 - 2 : l3] != b"\x08\x00" or frame[l3 + 9] != IP_PROTO_UDP:
+        return None
+    l4 = l3 + 4 * (frame[l3] & 0x0F)
+    return int.from_bytes(frame[l4 + 2 : l4 + 4], "big") if len(frame) >= l4 + 4 else None
 
 
 @contextlib.contextmanager

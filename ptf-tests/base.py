@@ -94,9 +94,15 @@ class EcnTest(BaseTest):
             out.append(Ether(r.packet))
         return out
 
-    def burst(self, in_port: int, pkts: list[bytes]) -> None:
+    def burst(self, in_port: int, pkts: list[bytes]) -> list[float]:
+        """Send `pkts` back to back. Returns time.monotonic() before the first send, then as
+        each send returned (that frame was on the wire by then): a test can tell a sender
+        that fell behind from a switch bug."""
+        sent = [time.monotonic()]
         for pkt in pkts:
             tu.send_packet(self, in_port, pkt)
+            sent.append(time.monotonic())
+        return sent
 
     # -- ECN settings ----------------------------------------------------------------------
 

@@ -4,8 +4,6 @@ where this kernel has no netem, issue 16), and a huge P4Runtime Read (issue 18 (
 
 from __future__ import annotations
 
-import select
-import socket
 import statistics
 import threading
 import time
@@ -17,7 +15,6 @@ from scapy.layers.l2 import Ether
 
 from ecntune.testbed import Testbed
 from ecntune.topology import host_mac, port_mac
-from ecntune.traffic.burst import SO_TIMESTAMPNS, kernel_time
 
 pytestmark = [pytest.mark.root]
 
@@ -29,40 +26,16 @@ def frame(dst: int, seq: int) -> bytes:
     return bytes(p / IP(src="10.0.0.1", dst=f"10.0.0.{dst}") / UDP(dport=5000 + seq) / (b"x" * 20))
 
 
-def listen(tb: Testbed) -> None:
-    """Kernel receive timestamps (the test's own threads may be slow to read) and room for
-    every frame of a test on the far ends' sockets."""
-    for s in tb.sockets.values():
-        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-
-
-def arrivals(tb: Testbed, expect: int, timeout_s: float = 5.0) -> list[tuple[int, int, float]]:
-    """(port, UDP dport, kernel arrival time.time()) of the next `expect` frames out."""
-    socks = {s.fileno(): (port, s) for port, s in tb.sockets.items() if port != 1}
-    out: list[tuple[int, int, float]] = []
-    deadline = time.monotonic() + timeout_s
-    while len(out) < expect and time.monotonic() < deadline:
-        ready, _, _ = select.select(list(socks), [], [], 0.05)
-        for fd in ready:
-            port, s = socks[fd]
-            data, anc, _, _ = s.recvmsg(65536, socket.CMSG_SPACE(16))
-            p = Ether(data)
-            if UDP in p:
-                out.append((port, p[UDP].dport, kernel_time(anc)))
-    return out
-
-
 def test_a_port_delay_holds_frames_for_that_long_in_order_and_others_not_at_all():
     with Testbed("embedded", 3, "dly") as tb:
         tb.collect(quiet_s=0.2)  # opens the far ends' sockets
-        listen(tb)
+        tb.listen()
         tb.target.set_port_delay(tb.spec, DELAY_S, 2)
         sent = time.time()
         for seq in range(5):
             tb.send(1, frame(2, seq))  # delayed port
         tb.send(1, frame(3, 9))  # an undelayed port
-        got = arrivals(tb, 6)
+        got = tb.arrivals(6)
     assert len(got) == 6, got
     fast = [t - sent for port, _, t in got if port == 3]
     slow = [(seq, t - sent) for port, seq, t in got if port == 2]
@@ -92,7 +65,7 @@ def test_a_huge_read_does_not_stop_forwarding():
     runs must come out long before it ends."""
     with Testbed("embedded", 2, "rdl") as tb:
         tb.collect(quiet_s=0.2)
-        listen(tb)
+        tb.listen()
         every_register = p4r.Entity(register_entry=p4r.RegisterEntry())  # id 0: all of them
         took: list[float] = []
 
@@ -112,7 +85,7 @@ def test_a_huge_read_does_not_stop_forwarding():
             seq += 1
             time.sleep(0.01)
         reader.join()
-        got = arrivals(tb, len(sent), timeout_s=10)
+        got = tb.arrivals(len(sent), timeout_s=10)
     delays = [t - sent[dport] for _, dport, t in got if dport in sent]
     assert len(delays) == len(sent) >= 5, (len(delays), len(sent), took)
     # the read took took[0] s; without batching every frame sent during it waited for its
@@ -133,13 +106,13 @@ def test_an_8021q_tag_reaches_the_program_as_it_was_on_the_wire():
     not_ipv4 = enc.DROP_REASONS.index("not_ipv4")
     with Testbed("embedded", 2, "vln") as tb:
         tb.collect(quiet_s=0.2)
-        listen(tb)
+        tb.listen()
         before = tb.client.read_counter(enc.DROP_COUNTER, not_ipv4)[0]
         eth = Ether(dst=port_mac(0, 1), src=host_mac("10.0.0.1"))
         ip = IP(src="10.0.0.1", dst="10.0.0.2") / UDP(dport=5000) / (b"x" * 20)
         tb.send(1, bytes(eth / Dot1Q(vlan=5) / ip))
         tb.send(1, bytes(eth / ip))  # untagged: forwarded
-        got = arrivals(tb, 2, timeout_s=2)
+        got = tb.arrivals(2, timeout_s=2)
         after = tb.client.read_counter(enc.DROP_COUNTER, not_ipv4)[0]
     assert len(got) == 1, got  # only the untagged frame came out
     assert after == before + 1
