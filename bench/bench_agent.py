@@ -84,7 +84,7 @@ def p99(times: list[float]) -> float:
 
 
 def fabric_decisions(name: str, rng: np.random.Generator) -> dict:
-    """One GraphCC decision for every port of a fabric (one message-passing step over the
+    """One GraphCC decision for every port of a fabric (K = 2 message-passing steps over the
     port graph; an untrained model: the cost does not depend on the weights) against ACC's
     per-switch decisions for the same ports, one call per switch as the controller runs
     them, in the same run."""
