@@ -41,8 +41,9 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument(
         "--link-delay-us", type=float, default=None,
-        help="one-way delay of every link, µs (default: the fabric's own: 125 µs emulated, "
-        "1 µs datacenter; 10 is the testbed24rtt mixes')",
+        help="one-way delay of every link, µs (default: the fabric's own: on emulated ones "
+        "the preset's delay plus 125 µs in the switch, e.g. 5125 on star8-20ms; 1 µs "
+        "datacenter; 10 is the testbed24rtt mixes')",
     )  # fmt: skip
     p.add_argument(
         "--interval-s", type=float, default=None,

@@ -52,9 +52,9 @@ from ecntune.agent.rewards import Reward, trained_reward
 from ecntune.telemetry import EcnThresholds, PortTelemetry
 
 FORMAT = "ecntune-ddqn/1"
-# Trained for the demo's fabric (star8, 20 Mbit/s) by the command in docs/results/README.md;
-# "acc:default" names it.
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "acc-star8.msgpack"
+# Trained for the demo's fabric (star8-20ms: 20 Mbit/s, 20.5 ms RTT) by the command in
+# docs/results/README.md; "acc:default" names it.
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "acc-star8-20ms.msgpack"
 
 
 @dataclasses.dataclass(frozen=True)

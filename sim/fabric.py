@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ecntune.topology import Topology
+from ecntune.topology import QUEUE_PKTS, Topology
 
 MTU_BYTES = 1500
 
@@ -79,7 +79,7 @@ class FabricArrays:
 def build(topology: Topology, buffer_bytes: float | None = None) -> FabricArrays:
     """Directed links of a topology.
 
-    Queues hold `buffer_bytes` (default: 64 MTUs, BMv2's default depth of 64 packets).
+    Queues hold `buffer_bytes` (default: QUEUE_PKTS MTUs, the emulation's queue depth).
     """
     names: list[tuple[str, int]] = []
     cap, delay = [], []
@@ -89,7 +89,7 @@ def build(topology: Topology, buffer_bytes: float | None = None) -> FabricArrays
             cap.append(lk.bw_bps / 8)
             delay.append(lk.delay_s)
     is_port = np.array([n in topology.switches for n, _ in names])
-    buffer = float(buffer_bytes if buffer_bytes is not None else 64 * MTU_BYTES)
+    buffer = float(buffer_bytes if buffer_bytes is not None else QUEUE_PKTS * MTU_BYTES)
     links = LinkArrays(
         capacity=np.array(cap, dtype=np.float32),
         delay_s=np.array(delay, dtype=np.float32),

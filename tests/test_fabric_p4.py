@@ -27,6 +27,7 @@ from ecntune.fabric.cleanup import leftovers
 from ecntune.fabric.net import Fabric, FabricOptions
 from ecntune.fabric.report import Phase, check_marking, load_phase, probe_queue
 from ecntune.fabric.scenario import Scenario, run_scenario
+from ecntune.sim.scenario import emulated_link_delay_s
 from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import preset
 
@@ -227,3 +228,6 @@ def test_link_delays_give_the_topologys_rtt(switch, tmp_path):
         base = min_rtt_s(fab)
     # h1 -> s1 -> h2 and back: two links, each delay both ways
     assert delayed - base == pytest.approx(4 * delay_s, abs=delay_s / 2), (delayed, base)
+    # and the simulator trains on that RTT (its model of the emulation: the delay lines plus
+    # the switch's own time per link)
+    assert delayed == pytest.approx(4 * emulated_link_delay_s(topo), abs=delay_s / 2)

@@ -3,15 +3,23 @@ workload switch, and path tables that agree with the topology's own ECMP paths."
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import jax
 import numpy as np
 import pytest
 
 from ecntune.agent.static import secn2
 from ecntune.sim.fabric import build
-from ecntune.sim.scenario import SimScenario, failed_links
+from ecntune.sim.scenario import (
+    EMULATION_LINK_OVERHEAD_S,
+    SimScenario,
+    emulated_link_delay_s,
+    failed_links,
+)
 from ecntune.sim.schedule import path_table
-from ecntune.topology import preset
+from ecntune.topology import PRESETS, QUEUE_PKTS, preset
 
 
 @pytest.mark.parametrize("name", ["star8", "leafspine-2x4", "testbed24"])
@@ -37,6 +45,9 @@ def test_datacenter_fabrics_keep_their_own_wires_and_emulated_ones_the_emulation
     assert (dc.episode_s, dc.interval_s, dc.link_delay_s) == (0.02, None, None)
     assert dc.buffer_bytes == 2_000_000
     assert (emu.episode_s, emu.interval_s, emu.link_delay_s) == (4.0, 0.1, 125e-6)
+    assert emu.buffer_bytes is None  # the emulation's queue depth, as it runs
+    emu_buffer = SimScenario("star8").env().fabric.links.buffer_bytes
+    assert emu_buffer[0] == pytest.approx(QUEUE_PKTS * 1500)
     env = SimScenario("testbed24").env()
     # 1 µs wires: ~10 µs across the spine; decisions every ~40 RTTs; steps of RTT/20
     assert float(np.max(env.table.base_rtt)) == pytest.approx(10.4e-6, rel=0.01)
@@ -125,3 +136,48 @@ def test_ten_steps_per_rtt_give_the_same_fcts_within_a_few_percent():
     assert report[1] == pytest.approx(report[0], rel=0.06), report
     with pytest.raises(ValueError, match="rtt_steps"):
         SimScenario("testbed24", rtt_steps=1).env()
+
+
+def test_an_emulated_fabric_with_delays_is_simulated_with_them_plus_the_switchs_own_time():
+    """star8-20ms: the emulation's delay lines put 5 ms on each link, on top of what packets
+    spend in the embedded switch (125 µs a link); the simulator must see both, so that the
+    agent trains on the RTT the demo runs at. Delays under the emulation's floor are left
+    out, as the emulation leaves them out."""
+    sc = SimScenario("star8-20ms").resolved()
+    assert sc.link_delay_s == pytest.approx(5e-3 + EMULATION_LINK_OVERHEAD_S)
+    env = SimScenario("star8-20ms").env()
+    f = env.fabric
+    path = f.paths(0, 1)[0]
+    assert 2 * float(np.sum(f.links.delay_s[path])) == pytest.approx(4 * 5.125e-3, rel=1e-6)
+    # 34 packets in flight at 20 Mbit/s: the regime the demo needs (issue 16)
+    assert 20e6 * 4 * 5.125e-3 / 8 / 1500 > 30
+    mixed = preset("star8-20ms")
+    mixed.links[0] = dataclasses.replace(mixed.links[0], delay_s=1e-3)
+    with pytest.raises(ValueError, match="different delays"):
+        emulated_link_delay_s(mixed)
+    tiny_wires = preset("tiny")
+    tiny_wires.links = [dataclasses.replace(lk, delay_s=5e-6) for lk in tiny_wires.links]
+    assert emulated_link_delay_s(tiny_wires) == EMULATION_LINK_OVERHEAD_S
+
+
+def test_readme_gives_every_presets_rtt_and_bdp_as_the_simulator_models_them():
+    """README's preset table (rate, RTT, BDP in packets) is what users pick a fabric by:
+    every preset has a row, and its RTT range and BDP agree with the simulator's fabric."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    rows = {
+        line.split("`")[1]: [c.strip() for c in line.split("|")[1:-1]]
+        for line in readme.splitlines()
+        if line.startswith("| `") and line.count("|") == 7
+    }
+    assert set(PRESETS) <= set(rows), sorted(set(PRESETS) - set(rows))
+    for name in PRESETS:
+        fabric = build(SimScenario(name).simulated_topology())
+        # from the first host to every other: the shortest and the longest path (symmetric
+        # fabrics: every host sees the same)
+        rtts = [
+            2 * float(np.sum(fabric.links.delay_s[p]))
+            for d in range(1, len(fabric.hosts)) for p in fabric.paths(0, d)
+        ]  # fmt: skip
+        rate = float(np.min(fabric.links.capacity[fabric.host_uplink])) * 8
+        bdp = [f"{rate * r / 8 / 1500:.1f}" for r in (min(rtts), max(rtts))]
+        assert rows[name][-1] == "–".join(dict.fromkeys(bdp)), (name, rows[name], bdp)

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from ecntune.topology import PRESETS, preset
+from ecntune.topology import PRESETS, QUEUE_PKTS, preset
 from ecntune.traffic.workload import WORKLOADS
 
 
@@ -54,7 +54,7 @@ def _fabric_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--switch", choices=["embedded", "bmv2", "bridge"], default="embedded")
     p.add_argument("--json", type=Path, default=None, help="P4 pipeline to load at start")
     p.add_argument("--no-ecn", action="store_true", help="hosts are not ECN-capable")
-    p.add_argument("--queue-depth", type=int, default=128, help="egress buffer, packets")
+    p.add_argument("--queue-depth", type=int, default=QUEUE_PKTS, help="egress buffer, packets")
     p.add_argument("--shaper", choices=["htb", "tbf", "none"], default="htb", help="host NICs")
     p.add_argument("--port-offset", type=int, default=0, help="added to gRPC/Thrift ports")
 

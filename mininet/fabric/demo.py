@@ -1,6 +1,6 @@
 """`ecntune demo`: one fabric, the same traffic twice — static ECN thresholds, then an agent.
 
-    ecntune demo                         # embedded target, star8, ~2 minutes on 2 cores
+    ecntune demo                         # embedded target, star8-20ms, ~2 minutes on 2 cores
     ecntune demo --target bmv2 --out results/demo-bmv2
     ecntune demo --serve                 # and watch it live on http://127.0.0.1:8080/
     ecntune demo --storm                 # an incast storm begins halfway through each phase
@@ -32,7 +32,7 @@ STORM_PERIOD_S = 0.5  # --storm: an incast burst every half second from halfway 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="the main job: static ECN vs a learned agent on a fabric")
     p.add_argument("--target", choices=["embedded", "bmv2"], default="embedded")
-    p.add_argument("--topology", choices=sorted(PRESETS), default="star8")
+    p.add_argument("--topology", choices=sorted(PRESETS), default="star8-20ms")
     p.add_argument("--duration", type=float, default=20.0, help="seconds of traffic per phase")
     p.add_argument("--load", type=float, default=0.4)
     p.add_argument("--incast", type=int, default=4, metavar="N", help="N:1 incast senders")

@@ -37,7 +37,7 @@ from ecntune.fabric.nodes import (
     default_congestion_control,
 )
 from ecntune.targets import SwitchSpec
-from ecntune.topology import Topology
+from ecntune.topology import MIN_EMULATED_DELAY_S, QUEUE_PKTS, Topology
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class FabricOptions:
     json_path: Path | None = None  # pipeline loaded at start; None: the controller pushes it
     ecn: bool = True  # hosts' net.ipv4.tcp_ecn (False: hosts are not ECN-capable)
     cc: str | None = None  # None: DCTCP where the kernel has it, else cubic
-    queue_depth_pkts: int = 128  # every egress queue's buffer limit
+    queue_depth_pkts: int = QUEUE_PKTS  # every egress queue's buffer limit (the sim's too)
     host_shaper: Shaper | None = "htb"  # host NICs at their link's rate (None: unshaped)
     port_offset: int = 0  # added to every gRPC/Thrift port, so fabrics can run side by side
     workdir: Path | None = None  # switch logs go here when set
@@ -63,10 +63,6 @@ class FabricOptions:
     # the topology's link delays, as the embedded switch's per-port delay lines (this kernel
     # has no netem; BMv2 has no such knob and runs without them, saying so)
     link_delays: bool = True
-
-
-# Below this a delay line costs the switch more than it emulates (its own per-packet time).
-MIN_EMULATED_DELAY_S = 10e-6
 
 
 def port_delays(topology: Topology, switch: str) -> dict[int, float]:
