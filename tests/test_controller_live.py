@@ -39,6 +39,7 @@ INTERVAL = 0.1
 PAYLOAD = 500
 FRAME = 14 + 20 + 8 + PAYLOAD
 RECEIVER_PORT = 4  # h4 is behind s1's port 4
+QUEUE_PKTS = 128  # deeper than the emulation's default: a 2x50-packet burst fits, no drops
 HIGH = "static:90KB,90KB,1"  # never reached: 128 queued 542-byte frames are 69 KB
 # Ports drain at 10 Mbit/s of full-size frames (BMv2 rates queues in packets/s): 833
 # packets/s, so 2:1 bursts of small packets queue quickly.
@@ -51,6 +52,7 @@ def fabric(switch: str, tmp_path: Path):
         switch=switch,
         port_offset=random.randrange(1000, 20000, 10),
         workdir=tmp_path / "switches",
+        queue_depth_pkts=QUEUE_PKTS,
     )
     with Fabric(preset("tiny"), options) as fab:
         yield fab
