@@ -184,7 +184,7 @@ def test_online_fine_tuning_learns_and_saves(tmp_path: Path):
 def test_checkpoints_from_before_dueling_heads_load_as_plain_networks(tmp_path: Path):
     """New agents get a dueling Q head; the shipped checkpoints (no `dueling` field) and
     any plain network saved with dueling=False still load and act as they were trained."""
-    shipped = ddqn.load(Path("default"))
+    shipped = ddqn.load(ddqn.DEFAULT_CHECKPOINT.with_name("acc-star8.msgpack"))
     assert shipped.config.dueling is False
     assert shipped.act(history(4, [1e5, 1e5, 0.0, 5e4])).kmin_bytes.shape == (4,)
     config = ddqn.DdqnConfig(pmax=(0.1, 1.0), levels=3)
