@@ -176,8 +176,8 @@ STAR8_EPISODE_S = 2.0  # 20 decisions of 0.1 s: what keeps a 36-setting grid lap
 # 1 ms decisions (12-25 RTTs), 50 ms episodes.
 LONG_RTT: dict[str, Any] = {"link_delay_s": 10e-6, "episode_s": 0.05, "interval_s": 1e-3}
 MIXES: dict[str, tuple[SimScenario, ...]] = {
-    # The demo's fabric (8 hosts at 20 Mbit/s through one switch): what can be trained and
-    # judged on a laptop in minutes.
+    # star8 (9 hosts at 20 Mbit/s through one switch, no link delay; the demo's fabric until
+    # star8-20ms): what can be trained and judged on a laptop in minutes.
     "star8-train": (
         S("star8", "websearch", 0.6, incast=4, episode_s=STAR8_EPISODE_S),
         S("star8", "fb_hadoop", 0.6, incast=0, episode_s=STAR8_EPISODE_S),
