@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ecntune.sim.scenario import HELD_OUT_SEED, MIXES, SimScenario
+from ecntune.traffic.spec import TrafficSpec
 
 
 def _failure(text: str) -> tuple[str, float, float]:
@@ -34,6 +35,15 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", default="websearch")
     p.add_argument("--load", type=float, default=0.6)
     p.add_argument("--incast", type=int, default=4, help="N:1 incast degree (0: none)")
+    p.add_argument("--incast-bytes", type=int, default=TrafficSpec.incast_bytes, help="per sender")
+    p.add_argument(
+        "--incast-period-s", type=float, default=None,
+        help="seconds between incast bursts (default: a tenth of the episode)",
+    )  # fmt: skip
+    p.add_argument(
+        "--incast-from-s", type=float, default=0.0,
+        help="the first burst this far into the episode (an incast storm mid-run)",
+    )  # fmt: skip
     p.add_argument("--transport", default="dctcp", choices=["dctcp", "dcqcn", "reno_ecn"])
     p.add_argument(
         "--episode-s", type=float, default=None,
@@ -95,21 +105,29 @@ def _grid(text: str) -> tuple[str, ...]:
 
 
 def _scenario(args: argparse.Namespace) -> SimScenario:
-    return SimScenario(
-        topology=args.scenario,
-        workload=args.workload,
-        load=args.load,
-        incast=args.incast,
-        transport=args.transport,
-        episode_s=args.episode_s,
-        interval_s=args.interval_s,
-        link_delay_s=args.link_delay_us * 1e-6 if args.link_delay_us is not None else None,
-        switch_to=args.switch_to,
-        load_to=args.load_to,
-        failures=tuple(args.fail),
-        reward_weights=args.reward_weights,
-        rtt_steps=args.rtt_steps,
-    )
+    """The scenario the options describe; a bad one exits 2 with the reason, as argparse does."""
+    try:
+        return SimScenario(
+            topology=args.scenario,
+            workload=args.workload,
+            load=args.load,
+            incast_degree=args.incast,
+            incast_bytes=args.incast_bytes,
+            incast_period_s=args.incast_period_s,
+            incast_from_s=args.incast_from_s,
+            transport=args.transport,
+            episode_s=args.episode_s,
+            interval_s=args.interval_s,
+            link_delay_s=args.link_delay_us * 1e-6 if args.link_delay_us is not None else None,
+            switch_to=args.switch_to,
+            load_to=args.load_to,
+            failures=tuple(args.fail),
+            reward_weights=args.reward_weights,
+            rtt_steps=args.rtt_steps,
+        )
+    except ValueError as e:  # unknown workload, negative load, ...
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _mix_arg(p: argparse.ArgumentParser, flag: str, kind: str, text: str) -> None:

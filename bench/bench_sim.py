@@ -80,7 +80,7 @@ def medians_s(*fns: Callable[[], object]) -> list[float]:
 
 
 def scenario(name: str) -> SimScenario:
-    return SimScenario(name) if name == "star8" else SimScenario(name, incast=16)
+    return SimScenario(name, incast_degree=4 if name == "star8" else 16)
 
 
 def bench_speed(name: str) -> None:

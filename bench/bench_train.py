@@ -31,9 +31,10 @@ from ecntune.agent.train import first_beat, train
 from ecntune.sim.scenario import LONG_RTT, MIXES, SimScenario
 
 SPEED_SCENARIOS = (
-    SimScenario("star8", "websearch", 0.6, incast=4, episode_s=2.0),
-    SimScenario("testbed24", "websearch", 0.6, incast=16),
-    SimScenario("testbed24", "datamining", 0.8, incast=4, **LONG_RTT),  # testbed24rtt
+    SimScenario("star8", load=0.6, incast_degree=4, episode_s=2.0),
+    SimScenario("testbed24", load=0.6, incast_degree=16),
+    # testbed24rtt
+    SimScenario("testbed24", workload="datamining", load=0.8, incast_degree=4, **LONG_RTT),
 )  # fmt: skip
 
 

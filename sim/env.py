@@ -1,6 +1,6 @@
 """The simulator as an environment of pure functions (gymnax/jumanji style).
 
-    env = Env.make(preset("star8"), Traffic("websearch", 0.6, duration_s=2.0), transport="reno_ecn")
+    env = Env.make(preset("star8"), EpisodeTraffic(load=0.6, duration_s=2.0), transport="reno_ecn")
     obs, state = env.reset(key)                       # obs: (ports, k * features)
     obs, state, reward, done, info = env.step(state, thresholds)   # one telemetry interval
 
@@ -27,7 +27,7 @@ from ecntune.agent.features import HISTORY, observation
 from ecntune.agent.rewards import LATENCY_FIRST, REWARDS, RewardWeights
 from ecntune.sim import network, transport
 from ecntune.sim.fabric import MTU_BYTES, FabricArrays, build
-from ecntune.sim.schedule import PathTable, Traffic, TrafficParams, path_table, sample
+from ecntune.sim.schedule import EpisodeTraffic, PathTable, TrafficParams, path_table, sample
 from ecntune.telemetry import EcnThresholds, PortTelemetry, senders_estimate
 from ecntune.topology import Topology
 
@@ -62,7 +62,7 @@ class Env:
     def make(
         cls,
         topology: Topology,
-        traffic: Traffic,
+        traffic: EpisodeTraffic,
         transport: str = "dctcp",
         interval_s: float | None = None,
         dt: float | None = None,

@@ -77,14 +77,14 @@ def sim_twin(
 
     from ecntune.sim.env import Env
     from ecntune.sim.fabric import MTU_BYTES
-    from ecntune.sim.schedule import Traffic
+    from ecntune.sim.schedule import EpisodeTraffic
     from ecntune.telemetry import EcnThresholds
     from ecntune.topology import single_switch
 
     topo = single_switch(n + 1, rate_bps)
     topo.links = [dataclasses.replace(lk, delay_s=delay_s) for lk in topo.links]
-    traffic = Traffic(
-        "websearch", 0.0, duration_s=0.001, incast_degree=n,
+    traffic = EpisodeTraffic(
+        load=0.0, duration_s=0.001, incast_degree=n,
         incast_period_s=0.001, incast_bytes=flow_bytes,
     )  # fmt: skip
     env = Env.make(topo, traffic, "dctcp", buffer_bytes=buffer_bytes)

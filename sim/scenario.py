@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from ecntune.topology import MIN_EMULATED_DELAY_S, Topology, preset
+from ecntune.traffic.spec import TrafficSpec
 
 # The fabrics the emulation runs (Mbit/s links through the embedded switch) train with the
 # controller's decision interval and the delays packets see there; the papers' datacenter
@@ -36,8 +37,9 @@ HELD_OUT_SEED = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
-class SimScenario:
-    """Which fabric and traffic the agent trains and is judged on.
+class SimScenario(TrafficSpec):
+    """Which fabric and traffic (the shared `TrafficSpec`'s fields) the agent trains and is
+    judged on. Only the topology is positional: SimScenario("star8", load=0.4, incast_degree=4).
 
     None means "what this fabric runs with": 4 s episodes, the controller's 0.1 s interval,
     the preset's link delay plus the switch's own 125 µs (`emulated_link_delay_s`) and the
@@ -46,10 +48,7 @@ class SimScenario:
     """
 
     topology: str = "star8"
-    workload: str = "websearch"
-    load: float = 0.6
-    incast: int = 4
-    incast_bytes: int = 64_000
+    _: dataclasses.KW_ONLY
     transport: str = "dctcp"
     episode_s: float | None = None
     interval_s: float | None = None
@@ -57,8 +56,6 @@ class SimScenario:
     # preset's own on datacenter ones)
     link_delay_s: float | None = None
     buffer_bytes: float | None = None
-    switch_to: str | None = None  # a second workload from halfway through (convergence)
-    load_to: float | None = None  # a second load from halfway through (a load step)
     # (directed link "node:port", down at, up at) as fractions of the episode (robustness)
     failures: tuple[tuple[str, float, float], ...] = ()
     # reward weights (throughput, delay): the papers' (0.3, 0.7) for WebSearch-like
@@ -79,7 +76,10 @@ class SimScenario:
         if self.switch_to:
             parts[-1] += f"→{self.switch_to}"
         load = f"{self.load:.0%}" + (f"→{self.load_to:.0%}" if self.load_to is not None else "")
-        parts.append(load + (f"+{self.incast}:1" if self.incast else ""))
+        incast = f"+{self.incast_degree}:1" if self.incast_degree else ""
+        if incast and self.incast_from_s:
+            incast += f" from {self.incast_from_s:g} s"
+        parts.append(load + incast)
         parts += [f"{link} down" for link, _, _ in self.failures]
         parts.append(self.transport)
         return " ".join(parts)
@@ -107,20 +107,14 @@ class SimScenario:
     def env(self, features: str = "acc", reward: str = "acc"):  # -> ecntune.sim.env.Env
         from ecntune.sim.env import Env
         from ecntune.sim.fabric import build
-        from ecntune.sim.schedule import Traffic
+        from ecntune.sim.schedule import EpisodeTraffic
 
         sc = self.resolved()
         topology = sc.simulated_topology()
         episode = float(sc.episode_s)  # resolved: never None
-        traffic = Traffic(
-            sc.workload,
-            sc.load,
+        traffic = EpisodeTraffic(
+            **sc.traffic_fields(),
             duration_s=episode,
-            incast_degree=sc.incast,
-            incast_period_s=episode / 10,
-            incast_bytes=sc.incast_bytes,
-            switch_to=sc.switch_to,
-            load_to=sc.load_to,
             failures=failed_links(build(topology), sc.failures, episode),
         )
         return Env.make(
@@ -164,7 +158,12 @@ def failed_links(
 
 # -- the evaluation protocol's scenario mixes (fixed before training; see module docstring) --
 
-S = SimScenario
+
+def scenario(topology: str, workload: str, load: float, incast: int, **rest: Any) -> SimScenario:
+    """One row of the mixes: fabric, workload, load, incast degree, then anything else."""
+    return SimScenario(topology, workload=workload, load=load, incast_degree=incast, **rest)
+
+
 STAR8_EPISODE_S = 2.0  # 20 decisions of 0.1 s: what keeps a 36-setting grid laptop-sized
 # testbed24 with 10 µs per link: 40 µs RTT in a rack, 80 µs across spines, what a datacenter
 # RTT with its hosts' stacks looks like (DCTCP §3.4 sizes K for 100 µs). Only there is the
@@ -180,19 +179,23 @@ MIXES: dict[str, tuple[SimScenario, ...]] = {
     # star8 (9 hosts at 20 Mbit/s through one switch, no link delay; the demo's fabric until
     # star8-20ms): what can be trained and judged on a laptop in minutes.
     "star8-train": (
-        S("star8", "websearch", 0.6, incast=4, episode_s=STAR8_EPISODE_S),
-        S("star8", "fb_hadoop", 0.6, incast=0, episode_s=STAR8_EPISODE_S),
-        S("star8", "datamining", 0.8, incast=0, episode_s=STAR8_EPISODE_S),
-        S("star8", "websearch", 0.4, incast=7, transport="dcqcn", episode_s=STAR8_EPISODE_S),
+        scenario("star8", "websearch", 0.6, incast=4, episode_s=STAR8_EPISODE_S),
+        scenario("star8", "fb_hadoop", 0.6, incast=0, episode_s=STAR8_EPISODE_S),
+        scenario("star8", "datamining", 0.8, incast=0, episode_s=STAR8_EPISODE_S),
+        scenario("star8", "websearch", 0.4, incast=7, transport="dcqcn", episode_s=STAR8_EPISODE_S),
     ),
     "star8-heldout": (
-        S("star8", "websearch", 0.3, incast=4, episode_s=STAR8_EPISODE_S),
-        S("star8", "alistorage", 0.9, incast=0, episode_s=STAR8_EPISODE_S),
-        S("star8", "fb_hadoop", 0.5, incast=4, switch_to="websearch", episode_s=STAR8_EPISODE_S),
-        S("star8", "websearch", 0.5, incast=0, load_to=0.9, episode_s=STAR8_EPISODE_S),
-        S("star8", "datamining", 0.6, incast=4, transport="dcqcn", episode_s=STAR8_EPISODE_S),
+        scenario("star8", "websearch", 0.3, incast=4, episode_s=STAR8_EPISODE_S),
+        scenario("star8", "alistorage", 0.9, incast=0, episode_s=STAR8_EPISODE_S),
+        scenario(
+            "star8", "fb_hadoop", 0.5, incast=4, switch_to="websearch", episode_s=STAR8_EPISODE_S
+        ),
+        scenario("star8", "websearch", 0.5, incast=0, load_to=0.9, episode_s=STAR8_EPISODE_S),
+        scenario(
+            "star8", "datamining", 0.6, incast=4, transport="dcqcn", episode_s=STAR8_EPISODE_S
+        ),
         # a topology never trained on: 2 leaves x 2 spines at the same speed
-        S("leafspine-2x2", "websearch", 0.6, incast=4, episode_s=STAR8_EPISODE_S),
+        scenario("leafspine-2x2", "websearch", 0.6, incast=4, episode_s=STAR8_EPISODE_S),
     ),
     # The demo's fabric with 5 ms links (~20.5 ms RTT, 34 packets in flight at 20 Mbit/s),
     # where the best static differs with the traffic. Fixed after a statics-only look at
@@ -200,52 +203,56 @@ MIXES: dict[str, tuple[SimScenario, ...]] = {
     # with 4:1 and 7:1 incasts) and before any agent trained on them. 4 s episodes (40
     # decisions); no DataMining: its few huge flows barely start in 4 s at 20 Mbit/s.
     "star8-20ms-train": (
-        S("star8-20ms", "websearch", 0.6, incast=4),
-        S("star8-20ms", "websearch", 0.3, incast=7),
-        S("star8-20ms", "websearch", 0.7, incast=0),
-        S("star8-20ms", "fb_hadoop", 0.6, incast=4),
-        S("star8-20ms", "websearch", 0.4, incast=4, transport="dcqcn"),
+        scenario("star8-20ms", "websearch", 0.6, incast=4),
+        scenario("star8-20ms", "websearch", 0.3, incast=7),
+        scenario("star8-20ms", "websearch", 0.7, incast=0),
+        scenario("star8-20ms", "fb_hadoop", 0.6, incast=4),
+        scenario("star8-20ms", "websearch", 0.4, incast=4, transport="dcqcn"),
     ),
     "star8-20ms-heldout": (
-        S("star8-20ms", "websearch", 0.4, incast=4),  # the demo's own traffic
-        S("star8-20ms", "websearch", 0.8, incast=0),
-        S("star8-20ms", "alistorage", 0.5, incast=7),  # a workload no agent trained on
-        S("star8-20ms", "fb_hadoop", 0.5, incast=4, switch_to="websearch"),
-        S("star8-20ms", "websearch", 0.3, incast=4, load_to=0.8),
-        S("star8-20ms", "websearch", 0.5, incast=7, transport="dcqcn"),
+        scenario("star8-20ms", "websearch", 0.4, incast=4),  # the demo's own traffic
+        scenario("star8-20ms", "websearch", 0.8, incast=0),
+        scenario("star8-20ms", "alistorage", 0.5, incast=7),  # a workload no agent trained on
+        scenario("star8-20ms", "fb_hadoop", 0.5, incast=4, switch_to="websearch"),
+        scenario("star8-20ms", "websearch", 0.3, incast=4, load_to=0.8),
+        scenario("star8-20ms", "websearch", 0.5, incast=7, transport="dcqcn"),
         # a topology never trained on: 2 leaves x 2 spines, every link 5 ms as star8-20ms's
-        S("leafspine-2x2", "websearch", 0.5, incast=4, link_delay_s=STAR8_20MS_LINK_S),
+        scenario("leafspine-2x2", "websearch", 0.5, incast=4, link_delay_s=STAR8_20MS_LINK_S),
     ),
     # The papers' 24-host leaf-spine (25G hosts, 100G fabric, 2 MB ports): train here.
     "testbed24-train": (
-        S("testbed24", "websearch", 0.6, incast=16),
-        S("testbed24", "fb_hadoop", 0.6, incast=0),
-        S("testbed24", "datamining", 0.8, incast=4),
-        S("testbed24", "alistorage", 0.4, incast=16, transport="dcqcn"),
-        S("testbed24", "websearch", 0.3, incast=16, load_to=0.7),
+        scenario("testbed24", "websearch", 0.6, incast=16),
+        scenario("testbed24", "fb_hadoop", 0.6, incast=0),
+        scenario("testbed24", "datamining", 0.8, incast=4),
+        scenario("testbed24", "alistorage", 0.4, incast=16, transport="dcqcn"),
+        scenario("testbed24", "websearch", 0.3, incast=16, load_to=0.7),
     ),
     "testbed24-heldout": (
-        S("testbed24", "websearch", 0.9, incast=4),
-        S("testbed24", "fb_hadoop", 0.3, incast=16, switch_to="websearch"),
-        S("testbed24", "datamining", 0.5, incast=16, failures=(("leaf1:1", 0.3, 0.6),)),
-        S("testbed24", "alistorage", 0.7, incast=0, transport="dcqcn"),
-        S("fabric288", "websearch", 0.6, incast=64),  # the 288-host fabric, never trained on
-        S("leafspine-2x4", "fb_hadoop", 0.6, incast=4),  # emulated-speed fabric, never trained on
+        scenario("testbed24", "websearch", 0.9, incast=4),
+        scenario("testbed24", "fb_hadoop", 0.3, incast=16, switch_to="websearch"),
+        scenario("testbed24", "datamining", 0.5, incast=16, failures=(("leaf1:1", 0.3, 0.6),)),
+        scenario("testbed24", "alistorage", 0.7, incast=0, transport="dcqcn"),
+        scenario("fabric288", "websearch", 0.6, incast=64),  # the 288-host fabric, never trained on
+        scenario(
+            "leafspine-2x4", "fb_hadoop", 0.6, incast=4
+        ),  # emulated-speed fabric, never trained on
     ),
     # The same fabric at datacenter RTTs (LONG_RTT), where the best static setting differs by
     # scenario. Fixed (after a statics-only look at training seeds) before any agent trained.
     "testbed24rtt-train": (
-        S("testbed24", "websearch", 0.6, incast=16, **LONG_RTT),
-        S("testbed24", "datamining", 0.8, incast=4, **LONG_RTT),
-        S("testbed24", "fb_hadoop", 0.3, incast=0, **LONG_RTT),
-        S("testbed24", "alistorage", 0.5, incast=16, transport="dcqcn", **LONG_RTT),
-        S("testbed24", "websearch", 0.3, incast=4, load_to=0.8, **LONG_RTT),
+        scenario("testbed24", "websearch", 0.6, incast=16, **LONG_RTT),
+        scenario("testbed24", "datamining", 0.8, incast=4, **LONG_RTT),
+        scenario("testbed24", "fb_hadoop", 0.3, incast=0, **LONG_RTT),
+        scenario("testbed24", "alistorage", 0.5, incast=16, transport="dcqcn", **LONG_RTT),
+        scenario("testbed24", "websearch", 0.3, incast=4, load_to=0.8, **LONG_RTT),
     ),
     "testbed24rtt-heldout": (
-        S("testbed24", "websearch", 0.9, incast=4, **LONG_RTT),
-        S("testbed24", "datamining", 0.5, incast=16, failures=(("leaf1:1", 0.3, 0.6),), **LONG_RTT),
-        S("testbed24", "fb_hadoop", 0.6, incast=4, switch_to="websearch", **LONG_RTT),
-        S("testbed24", "alistorage", 0.7, incast=0, transport="dcqcn", **LONG_RTT),
-        S("fabric288", "datamining", 0.6, incast=64, **LONG_RTT),  # never trained on
+        scenario("testbed24", "websearch", 0.9, incast=4, **LONG_RTT),
+        scenario(
+            "testbed24", "datamining", 0.5, incast=16, failures=(("leaf1:1", 0.3, 0.6),), **LONG_RTT
+        ),
+        scenario("testbed24", "fb_hadoop", 0.6, incast=4, switch_to="websearch", **LONG_RTT),
+        scenario("testbed24", "alistorage", 0.7, incast=0, transport="dcqcn", **LONG_RTT),
+        scenario("fabric288", "datamining", 0.6, incast=64, **LONG_RTT),  # never trained on
     ),
 }

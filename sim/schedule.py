@@ -20,6 +20,7 @@ import numpy as np
 
 from ecntune.sim.fabric import FabricArrays
 from ecntune.sim.network import Params
+from ecntune.traffic.spec import TrafficSpec
 from ecntune.traffic.workload import load_cdf
 
 CDF_POINTS = 32
@@ -97,25 +98,20 @@ class TrafficParams(NamedTuple):
     senders: jnp.ndarray  # (hosts,) bool
     incast_degree: jnp.ndarray
     incast_period_s: jnp.ndarray
+    incast_from_s: jnp.ndarray  # the first burst's offset (a storm that begins mid-run)
     incast_bytes: jnp.ndarray
     failures: jnp.ndarray  # (E, 3) link, down, up
     ect: jnp.ndarray  # (hosts,) bool: hosts whose flows are ECN-capable
 
 
-@dataclass(frozen=True)
-class Traffic:
-    """A readable description of TrafficParams."""
+@dataclass(frozen=True, kw_only=True)
+class EpisodeTraffic(TrafficSpec):
+    """One simulated episode's traffic: the shared spec, how long flows arrive, and the
+    hosts and links it names by index (SimScenario.env builds it from names)."""
 
-    workload: str = "websearch"
-    load: float = 0.6
     duration_s: float = 0.1
-    incast_degree: int = 0
-    incast_period_s: float = 0.01
-    incast_bytes: int = 64_000
-    switch_to: str | None = None
-    load_to: float | None = None  # a load step: this load from halfway through
-    senders: tuple[int, ...] | None = None
-    failures: tuple[tuple[int, float, float], ...] = ()
+    senders: tuple[int, ...] | None = None  # hosts that send Poisson flows (None: all)
+    failures: tuple[tuple[int, float, float], ...] = ()  # (link id, down s, up s)
     non_ect: tuple[int, ...] = ()  # hosts that do not negotiate ECN (their packets are Not-ECT)
 
     def params(self, n_hosts: int) -> TrafficParams:
@@ -124,31 +120,30 @@ class Traffic:
         ect = np.ones(n_hosts, bool)
         ect[list(self.non_ect)] = False
         failures = np.array(self.failures or [(0, np.inf, np.inf)], np.float32).reshape(-1, 3)
+        second_load = self.load if self.load_to is None else self.load_to
         return TrafficParams(
             first=cdf(self.workload),
             second=cdf(self.switch_to or self.workload),
-            switch_at_s=jnp.float32(
-                self.duration_s / 2 if self.switch_to or self.load_to is not None else np.inf
-            ),
+            switch_at_s=jnp.float32(self.duration_s / 2 if self.changes_halfway else np.inf),
             load=jnp.float32(self.load),
-            second_load=jnp.float32(self.load if self.load_to is None else self.load_to),
+            second_load=jnp.float32(second_load),
             duration_s=jnp.float32(self.duration_s),
             senders=jnp.asarray(senders), incast_degree=jnp.int32(self.incast_degree),
-            incast_period_s=jnp.float32(self.incast_period_s),
+            incast_period_s=jnp.float32(self.incast_period(self.duration_s)),
+            incast_from_s=jnp.float32(self.incast_from_s),
             incast_bytes=jnp.float32(self.incast_bytes), failures=jnp.asarray(failures),
             ect=jnp.asarray(ect),
         )  # fmt: skip
 
     def max_flows(self, fabric: FabricArrays) -> tuple[int, int]:
         """Static sizes: Poisson flows per host (mean + 6 sigma) and incast flows in total."""
-        c = min(
-            load_cdf(self.workload).mean_bytes, load_cdf(self.switch_to or self.workload).mean_bytes
-        )
-        load = max(self.load, self.load_to or 0.0)
+        phases = self.phases(self.duration_s)
+        c = min(load_cdf(workload).mean_bytes for _, _, workload, _ in phases)
+        load = max(load for _, _, _, load in phases)
         rate = float(np.max(fabric.links.capacity[fabric.host_uplink])) * load / c
         mean = rate * self.duration_s
         per_host = int(mean + 6 * np.sqrt(mean) + 8)
-        bursts = int(self.duration_s / self.incast_period_s) + 1 if self.incast_degree else 0
+        bursts = self.incast_bursts(self.duration_s) + 1 if self.incast_degree else 0
         return per_host, bursts * max(self.incast_degree, 1)
 
 
@@ -196,7 +191,7 @@ def sample(
             jax.random.split(k_perm, incast_flows)
         )[burst * degree]
         inc_src = (receiver + 1 + perm[jnp.arange(incast_flows), member]) % n_hosts
-        inc_start = traffic.incast_period_s * (burst + 0.5)
+        inc_start = traffic.incast_from_s + traffic.incast_period_s * (burst + 0.5)
         inc_ok = (traffic.incast_degree > 0) & (inc_start < traffic.duration_s) & (burst < bursts)
         start = jnp.concatenate([start, jnp.where(inc_ok, inc_start, jnp.inf)])
         ok = jnp.concatenate([ok.ravel(), inc_ok])

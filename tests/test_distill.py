@@ -22,7 +22,7 @@ from ecntune.agent.rewards import Reward
 from ecntune.sim.scenario import SimScenario
 from ecntune.telemetry import PortTelemetry
 
-TINY = SimScenario("tiny", "websearch", 0.7, incast=2, episode_s=0.4, interval_s=0.02)
+TINY = SimScenario("tiny", load=0.7, incast_degree=2, episode_s=0.4, interval_s=0.02)
 
 
 def _states(n: int, features: int, seed: int = 0) -> np.ndarray:

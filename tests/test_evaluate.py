@@ -116,7 +116,7 @@ def test_over_a_mix_relative_differences_combine_as_a_geometric_mean():
 
 @pytest.mark.slow
 def test_episodes_drain_batched_statics_match_single_runs_and_unfinished_are_counted():
-    sc = SimScenario("tiny", "websearch", 0.7, incast=2, episode_s=0.3)
+    sc = SimScenario("tiny", load=0.7, incast_degree=2, episode_s=0.3)
     pols = {"a": load_policy("static:secn1"), "b": load_policy("static:2a,8a,0.2")}
     window = run_policies(sc, pols, episodes=2, seed=5, drain_factor=0.0)
     drained = run_policies(sc, pols, episodes=2, seed=5, drain_factor=2.0)
@@ -234,7 +234,7 @@ def test_a_judge_never_uses_held_out_seeds():
 
 
 def test_a_load_step_raises_the_arrival_rate_halfway():
-    env = SimScenario("star8", "fb_hadoop", 0.2, incast=0, episode_s=4.0, load_to=0.8).env()
+    env = SimScenario("star8", workload="fb_hadoop", load=0.2, episode_s=4.0, load_to=0.8).env()
     start = np.asarray(env.reset(jax.random.key(0))[1].params.start)
     first, second = np.sum(start < 2.0), np.sum((start >= 2.0) & np.isfinite(start))
     assert 3.0 < second / first < 5.0  # 4x the load, the same CDF

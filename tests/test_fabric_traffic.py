@@ -30,6 +30,7 @@ SCENARIO = Scenario(
     load=0.3,
     max_flow_bytes=300e3,
     workload_hosts=("h1", "h2"),
+    switch_to="fb_hadoop",  # the second half runs another workload (fabric/scenario.py)
     receiver="h4",
     incast_degree=2,
     incast_bytes=40_000,
@@ -88,6 +89,21 @@ def test_every_completed_flow_has_an_fct_record(bridge_run: Path):
         assert f.cc == s.cc != ""
     # the workload only went where the scenario said
     assert {s.src for s in sent if s.kind == "workload"} <= {"10.0.0.1", "10.0.0.2"}
+
+
+def test_a_workload_switch_halfway_hands_over_to_the_second_workloads_senders(bridge_run: Path):
+    """Each workload host runs one sender per half: the first's flows are due before half
+    time, the second's after it, with flow ids of their own (the receivers key on them)."""
+    t0 = json.loads((bridge_run / "scenario.json").read_text())["t0"]
+    half = SCENARIO.duration_s / 2
+    first = read_records(bridge_run.glob("h[12].workload.jsonl"), SentRecord)
+    second = read_records(bridge_run.glob("h[12].after-switch.workload.jsonl"), SentRecord)
+    assert first
+    assert second
+    # a flow's recorded start is when its connect() began: at or after its due time
+    assert min(s.start for s in second) - t0 >= half
+    assert all((bridge_run / "logs" / f"h{i}.after-switch.sender.log").exists() for i in (1, 2))
+    assert len({s.flow_id for s in first + second}) == len(first) + len(second)
 
 
 def test_incast_bursts_complete_and_fill_the_receivers_queue(bridge_run: Path):

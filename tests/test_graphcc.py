@@ -111,8 +111,7 @@ def test_the_template_is_the_papers_120_settings():
     assert np.all(t.kmin_alpha <= t.kmax_alpha)
 
 
-SMALL = SimScenario(topology="leafspine-2x2", workload="websearch", load=0.6, incast=4,
-                    episode_s=0.4)  # fmt: skip
+SMALL = SimScenario("leafspine-2x2", load=0.6, incast_degree=4, episode_s=0.4)
 
 
 @pytest.fixture(scope="module")

@@ -170,7 +170,7 @@ def test_sim_agrees_with_ns3_on_the_24_host_leaf_spine(leafspine: Path, setting:
     from ecntune.sim.scenario import SimScenario
     from ecntune.traffic.fct import ideal_fct, slowdown
 
-    scenario = SimScenario("testbed24", incast=16, episode_s=LEAFSPINE_S)
+    scenario = SimScenario("testbed24", incast_degree=16, episode_s=LEAFSPINE_S)
     env = scenario.env()
     params = env.reset(jax.random.key(1000))[1].params
     flows = ns3_reference.leafspine_flows(env, params, LEAFSPINE_S)

@@ -17,7 +17,7 @@ from ecntune.p4src import encoding as enc
 from ecntune.sim import dcqcn_fluid, network
 from ecntune.sim.env import Env
 from ecntune.sim.fabric import MTU_BYTES
-from ecntune.sim.schedule import Traffic
+from ecntune.sim.schedule import EpisodeTraffic
 from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import preset, single_switch
 
@@ -32,8 +32,8 @@ def long_env(transport: str, n_flows: int, buffer_bytes: float = 1e6, non_ect=()
     """n_flows hosts each start one endless flow at 0.5 ms towards one receiver (10 Gbit/s)."""
     topo = single_switch(n_flows + 1, BW)
     topo.links = [dataclasses.replace(lk, delay_s=DELAY) for lk in topo.links]
-    traffic = Traffic(
-        "websearch", 0.0, duration_s=0.001, incast_degree=n_flows,
+    traffic = EpisodeTraffic(
+        load=0.0, duration_s=0.001, incast_degree=n_flows,
         incast_period_s=0.001, incast_bytes=int(1e9), non_ect=tuple(non_ect),
     )  # fmt: skip
     return Env.make(topo, traffic, transport, buffer_bytes=buffer_bytes)
@@ -231,7 +231,7 @@ def test_not_ect_packets_are_never_marked_in_a_shared_queue():
 @pytest.fixture(scope="module")
 def star8() -> Env:
     """Poisson WebSearch flows plus 6:1 incasts on star8 with a 20-packet buffer."""
-    traffic = Traffic("websearch", 0.8, duration_s=0.2, incast_degree=6, incast_period_s=0.02)
+    traffic = EpisodeTraffic(load=0.8, duration_s=0.2, incast_degree=6, incast_period_s=0.02)
     return Env.make(preset("star8"), traffic, buffer_bytes=20 * MTU_BYTES)
 
 
@@ -358,7 +358,7 @@ def nic_run(nic_ce_s: float | None) -> dict:
     never marks. The NIC's queue and utilisation over the second half."""
     topo = single_switch(5, BW)
     topo.links = [dataclasses.replace(lk, delay_s=DELAY) for lk in topo.links]
-    traffic = Traffic("websearch", 4.0, duration_s=0.01, senders=(0,))
+    traffic = EpisodeTraffic(load=4.0, duration_s=0.01, senders=(0,))
     env = Env.make(topo, traffic, "dctcp", buffer_bytes=4e6, nic_ce_s=nic_ce_s)
     _, state = env.reset(jax.random.key(0))
     off = jnp.zeros(env.n_ports)

@@ -57,7 +57,7 @@ def test_datacenter_fabrics_keep_their_own_wires_and_emulated_ones_the_emulation
 
 def test_a_failed_cable_carries_nothing_while_down_and_traffic_resumes_after():
     scenario = SimScenario(
-        "leafspine-2x2", "fb_hadoop", incast=0, load=0.8, episode_s=2.0,
+        "leafspine-2x2", workload="fb_hadoop", load=0.8, episode_s=2.0,
         failures=(("leaf1:1", 0.1, 0.3),),
     )  # fmt: skip
     env = scenario.env()
@@ -90,7 +90,7 @@ def test_bad_failures_are_clear_errors():
 
 
 def test_a_workload_switch_draws_the_second_half_from_the_second_cdf():
-    env = SimScenario("star8", "websearch", incast=0, episode_s=4.0, switch_to="fb_hadoop").env()
+    env = SimScenario("star8", episode_s=4.0, switch_to="fb_hadoop").env()
     params = env.reset(jax.random.key(0))[1].params
     start, size = np.asarray(params.start), np.asarray(params.size)
     first, second = size[start < 2.0], size[(start >= 2.0) & np.isfinite(start)]
@@ -102,7 +102,7 @@ def test_a_workload_switch_draws_the_second_half_from_the_second_cdf():
 def test_reward_weights_reach_the_environment():
     from ecntune.agent.features import utilisation
 
-    env = SimScenario("tiny", incast=2, episode_s=0.3, reward_weights=(1.0, 0.0)).env()
+    env = SimScenario("tiny", incast_degree=2, episode_s=0.3, reward_weights=(1.0, 0.0)).env()
     _, state = env.reset(jax.random.key(0))
     _, state, reward, _, info = env.step(state, secn2(env.link_bps()))
     util = np.asarray(utilisation(info["telemetry"]))
@@ -121,7 +121,7 @@ def test_ten_steps_per_rtt_give_the_same_fcts_within_a_few_percent():
 
     runs = {}
     for steps in (20, 10):
-        scenario = SimScenario("testbed24", incast=16, episode_s=0.005, rtt_steps=steps)
+        scenario = SimScenario("testbed24", incast_degree=16, episode_s=0.005, rtt_steps=steps)
         secn1 = {"secn1": load_policy("static:secn1")}
         runs[steps] = run_policies(scenario, secn1, 1, seed=7, drain_factor=0.0)["secn1"]
     assert SimScenario("testbed24", rtt_steps=10).env().dt == pytest.approx(

@@ -55,13 +55,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, required=True, help="seconds of arrivals")
     p.add_argument("--max-bytes", type=float, default=None, help="cap flow sizes (keeps load)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--id-prefix", default=None, help="flow ids' prefix (default <src>-w; unique per sender)"
+    )
     args = p.parse_args(argv)
     cdf = load_cdf(args.workload)
     if args.max_bytes is not None:
         cdf = cdf.capped(args.max_bytes)
     rng = np.random.default_rng(args.seed)
     flows = poisson_schedule(
-        cdf, args.load, args.link_bps, args.duration, args.dst, rng, f"{args.src}-w"
+        cdf,
+        args.load,
+        args.link_bps,
+        args.duration,
+        args.dst,
+        rng,
+        args.id_prefix or f"{args.src}-w",
     )
     return run_sender(args, flows)
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from ecntune.topology import PRESETS, QUEUE_PKTS, preset
+from ecntune.traffic.spec import TrafficSpec
 from ecntune.traffic.workload import WORKLOADS
 
 
@@ -36,7 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--load", type=float, default=0.4, help="per sender, of its link")
     run.add_argument("--max-flow-bytes", type=float, default=1e6)
     run.add_argument("--incast", type=int, default=0, metavar="N", help="N:1 incast senders")
-    run.add_argument("--incast-bytes", type=int, default=50_000)
+    run.add_argument("--incast-bytes", type=int, default=TrafficSpec.incast_bytes)
+    run.add_argument("--switch-to", choices=WORKLOADS, default=None, help="this workload halfway")
+    run.add_argument("--load-to", type=float, default=None, help="step to this load halfway")
     run.add_argument("--receiver", default=None, help="incast target (default: last host)")
     run.add_argument("--probe-from", default=None, help="a host that probes the receiver")
     run.add_argument("--seed", type=int, default=1)
@@ -101,6 +104,8 @@ def run_traffic(args: argparse.Namespace) -> int:
             receiver=args.receiver,
             incast_degree=args.incast,
             incast_bytes=args.incast_bytes,
+            switch_to=args.switch_to,
+            load_to=args.load_to,
             probe_src=args.probe_from,
             seed=args.seed,
         )

@@ -5,7 +5,8 @@
 Every tool runs inside its Mininet host (`host.popen` of `python -m ecntune.traffic.<tool>`)
 and writes JSONL into the run's directory:
     <host>.fct.jsonl             FlowRecords of the flows <host> received
-    <host>.workload.jsonl        SentRecords of <host>'s Poisson flows
+    <host>.workload.jsonl        SentRecords of <host>'s Poisson flows (after a switch or
+                                 step halfway: <host>.after-switch.workload.jsonl)
     <host>.incast.jsonl          SentRecords of <host>'s incast flows
     probe.jsonl                  PacketRecords of the queue probes (ECN bits, one-way delay)
     scenario.json                the scenario, topology, hosts' ECN/cc, base RTT, start/end
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from ecntune.traffic.records import SentRecord, read_records
-from ecntune.traffic.workload import WORKLOADS
+from ecntune.traffic.spec import TrafficSpec
 
 if TYPE_CHECKING:
     from ecntune.fabric.net import Fabric
@@ -39,31 +40,27 @@ STARTUP_S = 2.0  # between launching the senders and t0: Python start-up on a bu
 PROBE_BYTES = 64
 
 
-@dataclass(frozen=True)
-class Scenario:
-    """What traffic a run carries. Host names default from the topology (see `resolve`)."""
+@dataclass(frozen=True, kw_only=True)
+class Scenario(TrafficSpec):
+    """What traffic a run carries: the shared `TrafficSpec` (workload, load, incasts, a
+    switch or step halfway) on named hosts, with probes and a seed. Host names default
+    from the topology (see `resolve`)."""
 
     duration_s: float = 20.0
-    workload: str = "websearch"
-    load: float = 0.4  # of each sender's link
     max_flow_bytes: float | None = 1e6  # cap (a 30 MB WebSearch flow outlasts a short run)
     workload_hosts: tuple[str, ...] | None = None  # senders (None: every host)
     workload_dsts: tuple[str, ...] | None = None  # receivers (None: every other host)
     receiver: str | None = None  # incast target and probed host (None: the last host)
-    incast_degree: int = 0  # N synchronised senders (0: no incast)
-    incast_bytes: int = 50_000  # per sender per burst
-    incast_period_s: float = 2.0
-    incast_from_s: float = 0.0  # the bursts begin this long after the start (a storm mid-run)
     probe_src: str | None = None  # a host that probes the receiver's port (None: no probes)
     probe_period_s: float = 0.01
     seed: int = 1
     drain_s: float = 30.0  # how long flows may run on after the last arrival
 
     def __post_init__(self) -> None:
-        if self.workload not in WORKLOADS:
-            raise ValueError(f"unknown workload {self.workload!r}; choose one of {WORKLOADS}")
-        if self.duration_s <= 0 or not 0 < self.load <= 1:
-            raise ValueError("a scenario needs a positive duration and a load in (0, 1]")
+        super().__post_init__()
+        loads = [load for _, _, _, load in self.phases(max(self.duration_s, 0.0))]
+        if self.duration_s <= 0 or not all(0 < load <= 1 for load in loads):
+            raise ValueError("a scenario needs a positive duration and loads in (0, 1]")
         if not 0 <= self.incast_from_s < self.duration_s:
             raise ValueError("incast_from_s must fall within the scenario's duration")
 
@@ -122,8 +119,9 @@ class _Tools:
         self.fabric, self.logdir = fabric, logdir
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def spawn(self, host: str, tool: str, *args: str) -> subprocess.Popen:
-        log = self.logdir / f"{host}.{tool.replace(' ', '-')}.log"
+    def spawn(self, host: str, tool: str, *args: str, tag: str = "") -> subprocess.Popen:
+        """Start `tool` on `host`, logging to logs/<host><tag>.<tool>.log."""
+        log = self.logdir / f"{host}{tag}.{tool.replace(' ', '-')}.log"
         with open(log, "w") as out:
             argv = [sys.executable, "-m", f"ecntune.traffic.{tool.split()[0]}"]
             argv += [*tool.split()[1:], *args]
@@ -189,28 +187,31 @@ def run_scenario(fabric: Fabric, scenario: Scenario, outdir: Path) -> ScenarioRe
         def timing(start: float) -> list[str]:
             return ["--start-at", repr(start), "--cc", fabric.cc]
 
-        common = timing(t0)
         senders = []
-        for i, (h, dsts) in enumerate(roles.workload.items()):
-            args = [*common, "--src", ip[h], "--workload", scenario.workload]
-            args += ["--load", str(scenario.load), "--duration", str(scenario.duration_s)]
-            args += [
-                "--link-bps",
-                str(topo.port_bw(topo.hosts[h].switch, topo.hosts[h].switch_port)),
-            ]
-            args += ["--seed", str(scenario.seed * 1000 + i)]
-            args += ["--out", str(outdir / f"{h}.workload.jsonl")]
-            args += [a for d in dsts for a in ("--dst", ip[d])]
-            if scenario.max_flow_bytes:
-                args += ["--max-bytes", str(scenario.max_flow_bytes)]
-            senders.append(tools.spawn(h, "sender", *args))
-        incast_s = scenario.duration_s - scenario.incast_from_s
-        bursts = max(1, int(incast_s / scenario.incast_period_s))
+        # one sender per host and traffic phase (two around a switch or step halfway)
+        phases = scenario.phases(scenario.duration_s)
+        for p, (start_s, length_s, workload, load) in enumerate(phases):
+            tag = "" if p == 0 else ".after-switch"
+            for i, (h, dsts) in enumerate(roles.workload.items()):
+                args = [*timing(t0 + start_s), "--src", ip[h], "--workload", workload]
+                args += ["--load", str(load), "--duration", str(length_s)]
+                args += [
+                    "--link-bps",
+                    str(topo.port_bw(topo.hosts[h].switch, topo.hosts[h].switch_port)),
+                ]
+                args += ["--seed", str(scenario.seed * 1000 + i + 100 * p)]
+                args += ["--out", str(outdir / f"{h}{tag}.workload.jsonl")]
+                args += ["--id-prefix", f"{ip[h]}-w{tag}"]  # unique across the phases
+                args += [a for d in dsts for a in ("--dst", ip[d])]
+                if scenario.max_flow_bytes:
+                    args += ["--max-bytes", str(scenario.max_flow_bytes)]
+                senders.append(tools.spawn(h, "sender", *args, tag=tag))
         incast_start = timing(t0 + scenario.incast_from_s)
         for h in roles.incast_senders:
             args = [*incast_start, "--src", ip[h], "--dst", ip[roles.receiver]]
-            args += ["--size", str(scenario.incast_bytes), "--bursts", str(bursts)]
-            args += ["--period", str(scenario.incast_period_s)]
+            args += ["--size", str(scenario.incast_bytes)]
+            args += ["--bursts", str(scenario.incast_bursts(scenario.duration_s))]
+            args += ["--period", str(scenario.incast_period(scenario.duration_s))]
             args += ["--out", str(outdir / f"{h}.incast.jsonl")]
             senders.append(tools.spawn(h, "incast", *args))
         if roles.probe_src:
