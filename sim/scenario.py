@@ -175,6 +175,7 @@ STAR8_EPISODE_S = 2.0  # 20 decisions of 0.1 s: what keeps a 36-setting grid lap
 # 1 ms decisions (12-25 RTTs), 50 ms episodes.
 LONG_RTT: dict[str, Any] = {"link_delay_s": 10e-6, "episode_s": 0.05, "interval_s": 1e-3}
 STAR8_20MS_LINK_S = emulated_link_delay_s(preset("star8-20ms"))  # its links, as simulated
+STORM: dict[str, Any] = {"incast_period_s": 0.5, "incast_from_s": 2.0}  # from halfway, 2 a second
 MIXES: dict[str, tuple[SimScenario, ...]] = {
     # star8 (9 hosts at 20 Mbit/s through one switch, no link delay; the demo's fabric until
     # star8-20ms): what can be trained and judged on a laptop in minutes.
@@ -218,6 +219,30 @@ MIXES: dict[str, tuple[SimScenario, ...]] = {
         scenario("star8-20ms", "websearch", 0.5, incast=7, transport="dcqcn"),
         # a topology never trained on: 2 leaves x 2 spines, every link 5 ms as star8-20ms's
         scenario("leafspine-2x2", "websearch", 0.5, incast=4, link_delay_s=STAR8_20MS_LINK_S),
+    ),
+    # star8-20ms with incast storms that begin mid-episode (the demo's --storm: every other
+    # host into one, from some point on), where the best setting changes within an episode:
+    # without incast SECN0, under 4:1-7:1 incasts 16-32α (the star8-20ms look above). A
+    # single static must compromise; a policy that follows the storm need not. Fixed from
+    # that look alone, before any policy ran on these scenarios. 4 s episodes.
+    "star8-20ms-storm-train": (
+        scenario("star8-20ms", "websearch", 0.5, 7, **STORM),
+        scenario("star8-20ms", "fb_hadoop", 0.5, 7, incast_period_s=0.25, incast_from_s=2.0),
+        scenario("star8-20ms", "websearch", 0.3, 5, incast_period_s=0.5, incast_from_s=1.0),
+        scenario("star8-20ms", "websearch", 0.7, incast=0),
+        scenario("star8-20ms", "websearch", 0.6, incast=4),
+    ),
+    "star8-20ms-storm-heldout": (
+        scenario("star8-20ms", "websearch", 0.4, 7, **STORM),  # the demo's --storm, 4 s long
+        # a workload no agent trained on
+        scenario("star8-20ms", "alistorage", 0.5, 6, incast_period_s=0.3, incast_from_s=1.5),
+        # late and dense
+        scenario("star8-20ms", "websearch", 0.6, 7, incast_period_s=0.2, incast_from_s=3.0),
+        scenario("star8-20ms", "websearch", 0.5, 4, load_to=0.8, **STORM),  # and a load step
+        scenario("star8-20ms", "websearch", 0.3, incast=0),
+        scenario("star8-20ms", "websearch", 0.5, 7, transport="dcqcn", **STORM),
+        # a topology never trained on, with star8-20ms's 5 ms links; 3:1 is all its other hosts
+        scenario("leafspine-2x2", "websearch", 0.5, 3, link_delay_s=STAR8_20MS_LINK_S, **STORM),
     ),
     # The papers' 24-host leaf-spine (25G hosts, 100G fabric, 2 MB ports): train here.
     "testbed24-train": (
