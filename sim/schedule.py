@@ -190,7 +190,10 @@ def sample(
         perm = jax.vmap(lambda k: jax.random.permutation(k, n_hosts - 1))(
             jax.random.split(k_perm, incast_flows)
         )[burst * degree]
-        inc_src = (receiver + 1 + perm[jnp.arange(incast_flows), member]) % n_hosts
+        # distinct senders; a degree above the other hosts' count (4:1 on leafspine-2x2's
+        # four hosts) gives the last of them the extra flows
+        sender = jnp.minimum(member, n_hosts - 2)
+        inc_src = (receiver + 1 + perm[jnp.arange(incast_flows), sender]) % n_hosts
         inc_start = traffic.incast_from_s + traffic.incast_period_s * (burst + 0.5)
         inc_ok = (traffic.incast_degree > 0) & (inc_start < traffic.duration_s) & (burst < bursts)
         start = jnp.concatenate([start, jnp.where(inc_ok, inc_start, jnp.inf)])

@@ -96,3 +96,17 @@ def test_the_commands_refuse_bad_traffic_before_simulating(command: str, tmp_pat
     assert run.returncode == 2
     assert "unknown workload 'nope'" in run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_incast_wider_than_the_fabric_gives_its_last_sender_the_extra_flows():
+    """leafspine-2x2 has four hosts: a 4:1 incast (in the star8 held-out mixes) is four
+    flows from the three other hosts, one of which opens two."""
+    sc = SimScenario("leafspine-2x2", load=0.0, incast_degree=4, episode_s=1.0)
+    params = sc.env().reset(jax.random.key(1))[1].params
+    start, src = np.asarray(params.start), np.asarray(params.src)
+    bursts = sorted(set(start[np.isfinite(start)]))
+    assert len(bursts) == sc.incast_bursts(1.0)
+    for t in bursts:
+        senders = src[start == t]
+        assert len(senders) == 4
+        assert len(set(senders)) == 3
