@@ -20,7 +20,15 @@ from ecntune.traffic.spec import TrafficSpec
 # The fabrics the emulation runs (Mbit/s links through the embedded switch) train with the
 # controller's decision interval and the delays packets see there; the papers' datacenter
 # fabrics (testbed24, fabric288) keep their own 1 µs wires and decide every ~40 RTTs.
-EMULATED = ("tiny", "star8", "star8-20ms", "leafspine-2x2", "leafspine-2x4")
+EMULATED = (
+    "tiny",
+    "star8",
+    "star8-20ms",
+    "leafspine-2x2",
+    "leafspine-2x4",
+    "leafspine-2x2-20ms",
+    "leafspine-2x4-20ms",
+)
 # Packets through the embedded switch see ~0.5 ms RTT across one switch (ping) besides the
 # links' own delays (its delay lines): the simulator adds this to every emulated link.
 EMULATION_LINK_OVERHEAD_S = 125e-6
