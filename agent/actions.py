@@ -3,6 +3,13 @@
 kmin = E(n) = α·2^n bytes, n ∈ 0..9, kmax = E(m) with m ≥ n, pmax ∈ {1%, 5%, 10%, …, 100%}.
 α is 20 KB at 25 Gbit/s in the papers and scales with the port's speed; it never drops
 below one MTU, because a threshold smaller than one packet cannot be told apart from zero.
+
+The MTU floor puts the template's lowest setting (kmin = kmax = α: mark once a packet
+waits behind the one leaving) one packet above the DCTCP step SECN0 on slow links
+(C·RTT/7 at 20 Mbit/s is 36 bytes: mark as soon as anything waits), and that step is the
+single best static setting of every star8 mix (docs/results). `zero_level` adds E = 0
+below α, so an agent can choose it: a zero kmax means one byte, the lowest threshold
+there is (a kmax of 0 bytes turns marking off in the P4 program, `red_probability`).
 """
 
 from __future__ import annotations
@@ -42,14 +49,24 @@ class ActionTemplate(NamedTuple):
         action = jnp.asarray(action)
         return EcnThresholds(
             kmin_bytes=jnp.asarray(self.kmin_alpha)[action] * a,
-            kmax_bytes=jnp.asarray(self.kmax_alpha)[action] * a,
+            kmax_bytes=kmax_in_bytes(jnp.asarray(self.kmax_alpha)[action], a),
             pmax=jnp.asarray(self.pmax)[action],
         )
 
 
-def acc_template(levels: int = 10, pmax: tuple[float, ...] = ACC_PMAX) -> ActionTemplate:
-    """ACC/PET: all (n, m, p) with kmin = 2^n ≤ kmax = 2^m (units of α): 55 × 21 = 1155 actions."""
-    rows = [(2.0**n, 2.0**m, p) for n in range(levels) for m in range(n, levels) for p in pmax]
+def kmax_in_bytes(kmax_alpha: Array, alpha: Array) -> Array:
+    """kmax in bytes from α units: the zero level is one byte (mark as soon as anything
+    waits), never 0 (marking off)."""
+    return jnp.maximum(kmax_alpha * alpha, 1.0)
+
+
+def acc_template(
+    levels: int = 10, pmax: tuple[float, ...] = ACC_PMAX, zero_level: bool = False
+) -> ActionTemplate:
+    """ACC/PET: all (n, m, p) with kmin = 2^n ≤ kmax = 2^m (units of α): 55 × 21 = 1155 actions;
+    with `zero_level`, 0 below 2^0 as well (kmin = 0 ramps from an empty queue)."""
+    units = ([0.0] if zero_level else []) + [2.0**n for n in range(levels)]
+    rows = [(n, m, p) for i, n in enumerate(units) for m in units[i:] for p in pmax]
     kmin, kmax, p = (np.array(c) for c in zip(*rows, strict=True))
     return ActionTemplate(kmin, kmax, p)
 

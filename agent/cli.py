@@ -161,6 +161,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     t.add_argument("--levels", type=int, default=10, help="kmin/kmax = α·2^n, n < levels")
     t.add_argument(
+        "--zero-level", action="store_true",
+        help="add kmin/kmax = 0 below α (mark as soon as anything waits: SECN0's step on "
+        "slow links, which the template cannot reach otherwise; agent/actions.py)",
+    )  # fmt: skip
+    t.add_argument(
         "--gamma", type=float, default=None,
         help="discount per interval (default: the algorithm's config, agent/ddqn.py, ippo.py)",
     )  # fmt: skip
@@ -240,17 +245,18 @@ def run_train(args: argparse.Namespace) -> int:
     if args.algo == "acc":
         from ecntune.agent.ddqn import DdqnConfig
 
-        config: Any = DdqnConfig(eps_decay=args.eps_decay, levels=args.levels)
+        config: Any = DdqnConfig(eps_decay=args.eps_decay, levels=args.levels,
+                                 zero_level=args.zero_level)  # fmt: skip
     elif args.algo == "pet":
         from ecntune.agent.ippo import IppoConfig
 
-        config = IppoConfig(levels=args.levels)
+        config = IppoConfig(levels=args.levels, zero_level=args.zero_level)
     else:
         from ecntune.agent.graphcc import GraphccConfig
 
-        if args.pmax or args.levels != 10:
+        if args.pmax or args.levels != 10 or args.zero_level:
             print("error: GraphCC's actions are its paper's 120 settings (§4.1): "
-                  "--levels and --pmax do not apply", file=sys.stderr)  # fmt: skip
+                  "--levels, --zero-level and --pmax do not apply", file=sys.stderr)  # fmt: skip
             return 2
         config = GraphccConfig(eps_decay=args.eps_decay)
     if args.gamma is not None:

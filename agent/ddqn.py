@@ -62,6 +62,7 @@ class DdqnConfig:
     features: FeatureSet = "acc"
     hidden: tuple[int, ...] = (64, 64)
     levels: int = 10  # kmin, kmax = α·2^n, n < levels
+    zero_level: bool = False  # and 0 below α (agent/actions.py: SECN0's step on slow links)
     pmax: tuple[float, ...] = ACC_PMAX
     lr: float = 1e-3
     # A setting acts within the interval it is in force (intervals are ≥ 10 RTTs, ACC
@@ -89,7 +90,7 @@ class DdqnConfig:
 
     @property
     def template(self) -> ActionTemplate:
-        return acc_template(self.levels, self.pmax)
+        return acc_template(self.levels, self.pmax, self.zero_level)
 
 
 def build_network(config: DdqnConfig, key: jax.Array) -> tuple[nnx.GraphDef, nnx.State]:

@@ -66,10 +66,11 @@ class TreeConfig:
     levels: int = 10  # the teacher's action template (agent/actions.py)
     pmax: tuple[float, ...] = (0.1, 1.0)
     hold_idle: bool = True  # ACC's idle-port rule (its teacher is ACC)
+    zero_level: bool = False  # the teacher's template has 0 below α
 
     @property
     def template(self) -> ActionTemplate:
-        return acc_template(self.levels, self.pmax)
+        return acc_template(self.levels, self.pmax, self.zero_level)
 
     @property
     def feature_names(self) -> list[str]:
@@ -229,7 +230,8 @@ def tree_config(teacher: Any) -> TreeConfig:
     from ecntune.agent.ddqn import DdqnPolicy
 
     c = teacher.config
-    return TreeConfig(c.features, c.levels, tuple(c.pmax), isinstance(teacher, DdqnPolicy))
+    return TreeConfig(c.features, c.levels, tuple(c.pmax), isinstance(teacher, DdqnPolicy),
+                      c.zero_level)  # fmt: skip
 
 
 # -- the file: readable, one entry per leaf -------------------------------------------------
@@ -281,7 +283,7 @@ def load(path: Path) -> TreePolicy:
     try:
         c = doc["config"]
         config = TreeConfig(c["features"], int(c["levels"]), tuple(map(float, c["pmax"])),
-                            bool(c["hold_idle"]))  # fmt: skip
+                            bool(c["hold_idle"]), bool(c.get("zero_level", False)))  # fmt: skip
         index = {n: i for i, n in enumerate(config.feature_names)}
         n = len(doc["entries"])
         lo = np.zeros((n, len(index)), np.int32)

@@ -357,7 +357,8 @@ def busy_settings_alpha(o: Outcome, alpha: np.ndarray) -> np.ndarray:
     busy = ~np.isnan(o.queue_bytes)  # (E, T, ports)
     s = o.settings[busy]  # (n, 3): kmin, kmax (bytes), pmax
     per_port = np.broadcast_to(alpha, busy.shape)[busy]
-    return np.round(np.stack([s[:, 0] / per_port, s[:, 1] / per_port, s[:, 2]], axis=1), 3)
+    kmax = np.where(s[:, 1] <= 1.0, 0.0, s[:, 1] / per_port)  # one byte: the zero level
+    return np.round(np.stack([s[:, 0] / per_port, kmax, s[:, 2]], axis=1), 3)
 
 
 def most_frequent_setting(outcomes: Sequence[Outcome], alpha: Sequence[np.ndarray]) -> str:
@@ -412,6 +413,20 @@ class MixResult:
         a = [r[agent] for r in self.runs]
         b = [r[base] for r in self.runs]
         return [compare(a, b, m) for m in COMPARED]
+
+    def mix_goodput(self, name: str) -> float:
+        """A policy's goodput over the mix: geometric mean over scenarios of its mean."""
+        return float(np.exp(np.mean([np.log(np.mean(r[name].goodput_bps)) for r in self.runs])))
+
+    def at_goodput(self, agent: str) -> str | None:
+        """The static an operator would pick who needs the agent's goodput: the lowest mice
+        score over the mix (`mix_scores`, as the single best is chosen) among the statics
+        whose goodput over the mix is at least the agent's; None if none delivers as much.
+        The single best static is chosen for mice alone; an agent that keeps more goodput
+        and beats this one on mice is beyond the statics' frontier, not just elsewhere on it."""
+        floor = self.mix_goodput(agent)
+        enough = [n for n in self.statics if self.mix_goodput(n) >= floor]
+        return min(enough, key=self.mix_scores.__getitem__) if enough else None
 
     def per_scenario(self, agent: str, i: int, against: str) -> list[Comparison]:
         """agent vs a baseline on scenario i alone."""

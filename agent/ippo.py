@@ -49,6 +49,7 @@ class IppoConfig:
     features: FeatureSet = "pet"
     hidden: tuple[int, ...] = (64, 64)
     levels: int = 10
+    zero_level: bool = False  # agent/actions.py
     pmax: tuple[float, ...] = ACC_PMAX
     actor_lr: float = 4e-4  # PET §5.1
     critic_lr: float = 1e-3
@@ -64,7 +65,7 @@ class IppoConfig:
 
     @property
     def template(self) -> ActionTemplate:
-        return acc_template(self.levels, self.pmax)
+        return acc_template(self.levels, self.pmax, self.zero_level)
 
 
 class Nets(NamedTuple):

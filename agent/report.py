@@ -8,6 +8,7 @@ comparisons.csv  one row per (agent, scope, baseline, metric): values, relative
 policies.csv     every policy on every scenario: mice/all FCT slowdown, mice p99 FCT,
                  elephants, goodput, queue, marking, unfinished flows
 comparison.png   relative differences with their CIs, per scenario and over the mix
+frontier.png     mice slowdown against goodput over the mix: every static, every agent
 settings.png     what the agents chose: kmin/kmax of busy ports against their queue
 actions.png      what the agents chose per scenario (load, incast, workload), in units of α
 """
@@ -53,6 +54,16 @@ def verdict(cs: list[Comparison]) -> str:
     if wins:
         return "lower mice FCT, but overall slowdown or goodput does not hold"
     return "does NOT beat the single best static"
+
+
+def frontier_verdict(cs: list[Comparison]) -> str:
+    """Against the best static at the agent's goodput: ahead on mice, and at what cost."""
+    by = {c.metric: c for c in cs}
+    if by["mice_mean"].hi >= 0:
+        return "not ahead on mice (on or behind the statics' frontier)"
+    if by["goodput"].hi < 0:
+        return "ahead on mice, with less goodput (CI)"
+    return "**ahead on mice at no goodput cost: beyond the statics' frontier**"
 
 
 def policy_row(scenario: str, name: str, o: Outcome) -> dict[str, Any]:
@@ -119,6 +130,28 @@ def write(result: MixResult, out: Path, title: str) -> str:
             frozen = result.frozen[agent]
             cs = record(agent, "mix", frozen, result.against_frozen(agent))
             lines.append(f"| {agent} | `{frozen}` | " + " | ".join(formatted(c) for c in cs) + " |")
+    if result.agents:
+        lines += [
+            "\n## At the agent's goodput: the best static that delivers as much\n",
+            "The single best static is chosen for mice alone. An operator who needs the "
+            "agent's goodput would pick, of the statics whose goodput over the mix is at least "
+            "the agent's, the one with the lowest mice mean slowdown (chosen like the single "
+            "best, without the agent). An agent ahead of it on mice is beyond the statics' "
+            "frontier (`frontier.png`), not just at another point of it.\n",
+            "| agent | static at its goodput | "
+            + " | ".join(LABELS[m] for m in COMPARED)
+            + " | verdict |",
+            "|---" * (len(COMPARED) + 3) + "|",
+        ]
+        for agent in result.agents:
+            match = result.at_goodput(agent)
+            if match is None:
+                lines.append(f"| {agent} | none delivers as much |" + " |" * len(COMPARED)
+                             + " more goodput than every static |")  # fmt: skip
+                continue
+            cs = record(agent, "mix", match, result.comparisons(agent, match))
+            lines.append(f"| {agent} | `{match}` | " + " | ".join(formatted(c) for c in cs)
+                         + f" | {frontier_verdict(cs)} |")  # fmt: skip
     lines += [
         "\n## Per scenario, against that scenario's best static in hindsight\n",
         "How close one learned policy gets to every scenario's oracle setting.\n",
@@ -167,13 +200,14 @@ def write(result: MixResult, out: Path, title: str) -> str:
     lines.append(
         "\nThe other grid settings are in `policies.csv`; each comparison with its values in "
         "`comparisons.csv`."
-        + (" Plots: `comparison.png`, `settings.png`, `actions.png`.\n" if result.agents else
-           " No agents: the statics only (no plots).\n")
+        + (" Plots: `comparison.png`, `frontier.png`, `settings.png`, `actions.png`.\n"
+           if result.agents else " No agents: the statics only (no plots).\n")
     )  # fmt: skip
     _csv(out / "comparisons.csv", comps, ["agent", "scope", "baseline", *Comparison._fields])
     _csv(out / "policies.csv", rows)
     if result.agents:
         _plot_comparisons(result, comps, out / "comparison.png")
+        _plot_frontier(result, rows, out / "frontier.png")
         _plot_settings(result, out / "settings.png")
         _plot_actions(result, out / "actions.png")
     text = "\n".join(lines)
@@ -245,6 +279,47 @@ def _plot_comparisons(result: MixResult, comps: list[dict[str, Any]], path: Path
         ax.set_title(LABELS[metric] + (" (higher better)" if metric == "goodput" else ""))
     axes[0].legend(fontsize=7)
     fig.suptitle("Learned policy vs the best static setting in hindsight (mix: single best)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_frontier(result: MixResult, rows: list[dict[str, Any]], path: Path) -> None:
+    """Where every policy lands on (goodput, mice mean slowdown) over the mix, against the
+    single best static: the statics trace the frontier an operator can choose from, an
+    agent below it gets faster mice at the same goodput. Unpaired means (each policy's own
+    completed flows, geometric over scenarios): a picture; the paired tables judge."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def over_mix(name: str, key: str) -> float:
+        return float(np.exp(np.mean([np.log(r[key]) for r in rows if r["policy"] == name])))
+
+    def point(name: str) -> tuple[float, float]:
+        x = over_mix(name, "goodput_mbps") / over_mix(result.single_best, "goodput_mbps") - 1
+        y = over_mix(name, "mice_mean") / over_mix(result.single_best, "mice_mean") - 1
+        return 100 * x, 100 * y
+
+    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    xy = np.array([point(n) for n in result.statics])
+    ax.scatter(xy[:, 0], xy[:, 1], color="lightgrey", edgecolor="grey", label="static settings")
+    for name in {*_presets(result), *(m for a in result.agents if (m := result.at_goodput(a)))}:
+        x, y = point(name)
+        ax.annotate(name.removeprefix("static:"), (x, y), fontsize=7, color="dimgrey",
+                    xytext=(3, 3), textcoords="offset points")  # fmt: skip
+    for kind, marker in (("acc", "o"), ("pet", "s"), ("graphcc", "^"), ("tree", "D")):
+        mine = [a for a in result.agents if a.startswith(kind + ":")]
+        if mine:
+            pts = np.array([point(a) for a in mine])
+            ax.scatter(pts[:, 0], pts[:, 1], marker=marker, s=45, label=kind.upper())
+    ax.axhline(0, color="grey", linewidth=0.6)
+    ax.axvline(0, color="grey", linewidth=0.6)
+    ax.set_xlabel(f"goodput, % vs {result.single_best} (higher better)")
+    ax.set_ylabel(f"mice mean slowdown, % vs {result.single_best} (lower better)")
+    ax.set_title("Over the mix: the statics' frontier and the agents (unpaired means)")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

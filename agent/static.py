@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from ecntune.agent.actions import KB, alpha_bytes
+from ecntune.agent.actions import KB, alpha_bytes, kmax_in_bytes
 from ecntune.telemetry import Array, EcnThresholds, PortTelemetry
 
 DCTCP_LAMBDA = 1 / 7
@@ -70,8 +70,9 @@ def parse_bytes(text: str) -> float:
 
 
 def explicit(setting: str, link_bps: Array = 25e9) -> EcnThresholds:
-    """'kmin,kmax,pmax' for ports of speed `link_bps` (α units scale with it; byte values
-    do not); ValueError with what is wrong."""
+    """'kmin,kmax,pmax' for ports of speed `link_bps` (α units scale with it, and 0a is the
+    template's zero level; byte values do not scale, and a kmax of 0 bytes turns marking
+    off); ValueError with what is wrong."""
     parts = setting.split(",")
     if len(parts) != 3:
         raise ValueError(f"an explicit setting is 'kmin,kmax,pmax', got {setting!r}")
@@ -89,7 +90,8 @@ def explicit(setting: str, link_bps: Array = 25e9) -> EcnThresholds:
     if not 0 <= kmin <= kmax or not 0 <= pmax <= 1:
         raise ValueError(f"need 0 <= kmin <= kmax and 0 <= pmax <= 1, got {setting!r}")
     ones = jnp.ones_like(jnp.asarray(link_bps, jnp.float32))
-    return EcnThresholds(kmin * scale * ones, kmax * scale * ones, pmax * ones)
+    high = kmax_in_bytes(kmax * scale, 1.0) if parts[0].strip().endswith("a") else kmax * scale
+    return EcnThresholds(kmin * scale * ones, high * ones, pmax * ones)
 
 
 @dataclass(frozen=True)

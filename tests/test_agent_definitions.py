@@ -41,6 +41,37 @@ def test_acc_template_matches_the_paper():
     assert th.pmax.tolist() == pytest.approx([0.01, 1.0])
 
 
+def test_the_zero_level_is_secn0s_step_on_slow_links():
+    """At 20 Mbit/s the template's floor (kmin = kmax = α = one MTU) marks from a queue of one
+    packet, SECN0's step (C·RTT/7 = 36 bytes) as soon as anything waits. The zero level is
+    that step: in the simulator's rule on a fluid queue and in the data plane's on the bytes
+    behind a packet (a 64-byte ACK, say); a kmax of 0 bytes would turn marking off."""
+    from ecntune.agent.static import secn0
+    from ecntune.p4src.encoding import encode_thresholds, marking_probability
+    from ecntune.sim.network import red_probability
+
+    plain, zero = acc_template(6, (0.1, 1.0)), acc_template(6, (0.1, 1.0), zero_level=True)
+    assert (plain.n_actions, zero.n_actions) == (21 * 2, 28 * 2)
+    assert sorted(set(zero.kmin_alpha)) == [0.0] + [2.0**n for n in range(6)]
+    assert np.all(zero.kmin_alpha <= zero.kmax_alpha)
+    step = zero.thresholds(jnp.array([0, 1]), 20e6)  # kmin = kmax = 0 at pmax 0.1 and 1
+    assert step.kmin_bytes.tolist() == [0.0, 0.0]
+    assert step.kmax_bytes.tolist() == [1.0, 1.0]
+    ramp = zero.thresholds(jnp.array([2]), 20e6)  # kmin = 0, kmax = α: a ramp from empty
+    assert (float(ramp.kmin_bytes[0]), float(ramp.kmax_bytes[0])) == (0.0, MTU_BYTES)
+    floor = plain.thresholds(jnp.array([1]), 20e6)  # kmin = kmax = α, pmax 1
+    settings = {"zero": step, "secn0": secn0(jnp.array([20e6, 20e6])), "alpha": floor}
+    for queue in (750.0, 64.0):  # under one packet: marked by the step at 0 and by SECN0 only
+        marked = {
+            name: float(red_probability(queue, t.kmin_bytes[0], t.kmax_bytes[0], t.pmax[0]))
+            for name, t in settings.items()
+        }
+        assert marked == {"zero": 1.0, "secn0": 1.0, "alpha": 0.0}
+        regs = {n: encode_thresholds(*(float(x[0]) for x in t)) for n, t in settings.items()}
+        assert {n: marking_probability(int(queue), r) for n, r in regs.items()} == marked
+    assert all(marking_probability(0, r) == 0.0 for r in regs.values())  # nothing waits
+
+
 def test_alpha_scales_with_link_speed_but_not_below_one_packet():
     assert float(alpha_bytes(100e9)) == pytest.approx(80e3)
     assert float(alpha_bytes(10e6)) == MTU_BYTES

@@ -24,6 +24,15 @@ def test_unknown_subcommand_fails():
     assert "invalid choice" in out.stderr
 
 
+def test_graphcc_refuses_template_options_it_does_not_have(tmp_path):
+    for option in (["--levels", "6"], ["--zero-level"], ["--pmax", "0.1,1"]):
+        cmd = [ECNTUNE, "train", "--algo", "graphcc", *option, "--out", str(tmp_path)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, option
+        assert "120 settings" in out.stderr, option
+        assert not any(tmp_path.iterdir())  # refused before anything ran
+
+
 def test_mininet_is_the_library_even_from_the_repo_root():
     code = "import mininet, ecntune.fabric; print(mininet.__file__); print(ecntune.fabric.__file__)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)

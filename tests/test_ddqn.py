@@ -186,12 +186,14 @@ def test_checkpoints_from_before_dueling_heads_load_as_plain_networks(tmp_path: 
     any plain network saved with dueling=False still load and act as they were trained."""
     shipped = ddqn.load(ddqn.DEFAULT_CHECKPOINT.with_name("acc-star8.msgpack"))
     assert shipped.config.dueling is False
+    assert shipped.config.zero_level is False  # nor a zero level (agent/actions.py)
     assert shipped.act(history(4, [1e5, 1e5, 0.0, 5e4])).kmin_bytes.shape == (4,)
-    config = ddqn.DdqnConfig(pmax=(0.1, 1.0), levels=3)
+    config = ddqn.DdqnConfig(pmax=(0.1, 1.0), levels=3, zero_level=True)
     assert config.dueling
+    assert config.template.n_actions == 10 * 2
     graph, params = ddqn.build_network(config, jax.random.key(5))
     ddqn.save(tmp_path / "dueling.msgpack", config, params, {})
     again = ddqn.load(tmp_path / "dueling.msgpack")
-    assert again.config.dueling
+    assert again.config == config
     obs = one_hot(np.arange(3))
     assert np.allclose(ddqn.q_values(graph, again.params, obs), ddqn.q_values(graph, params, obs))

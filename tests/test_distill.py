@@ -5,6 +5,7 @@ through its file, and `ecntune distill` / `ecntune eval` run it in the simulator
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import subprocess
 import sys
@@ -77,6 +78,10 @@ def test_a_saved_table_loads_back_to_the_same_decisions_and_bad_files_are_refuse
     loaded = load_policy(f"tree:{path}")
     assert isinstance(loaded, TreePolicy)
     assert loaded.reward == Reward("pet")
+    assert loaded.config == config
+    zero = dataclasses.replace(config, zero_level=True)  # a teacher with the zero level
+    distill.save(tmp_path / "zero.json", zero, tree, Reward("pet"), {})
+    assert load_policy(f"tree:{tmp_path / 'zero.json'}").config.template.n_actions == 28 * 2
     probe = jnp.asarray(_states(500, observation_size("acc"), seed=2))
     np.testing.assert_array_equal(distill.lookup(loaded.tree, probe), distill.lookup(tree, probe))
     for bad, message in [

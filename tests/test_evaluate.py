@@ -258,6 +258,22 @@ def test_the_frozen_ablation_takes_the_setting_held_most_often_on_busy_ports():
                                        [alpha])  # fmt: skip
 
 
+def test_an_agent_at_the_zero_level_is_frozen_to_the_same_step_on_every_port():
+    """The zero level's one-byte kmax reads as 0a whatever the port's α, and the static
+    policy of that name holds the same setting (not 0 bytes, which turns marking off)."""
+    base = outcome(np.ones((1, 2)))
+    alpha = np.array([1500.0, 20_000.0])
+    settings = np.broadcast_to(np.array([0.0, 1.0, 1.0]), (1, 2, 2, 3))
+    o = base._replace(queue_bytes=np.full((1, 2, 2), 5.0), settings=settings)
+    name = evaluate.most_frequent_setting([o], [alpha])
+    assert name == "static:0a,0a,1"
+    for link_bps in (20e6, 25e9):
+        held = load_policy(name).act(_history(link_bps))
+        assert (float(held.kmin_bytes[0]), float(held.kmax_bytes[0])) == (0.0, 1.0)
+        off = load_policy("static:0,0,1").act(_history(link_bps))  # bytes: 0 is no marking
+        assert float(off.kmax_bytes[0]) == 0.0
+
+
 def test_eval_names_checkpoints_apart_where_their_files_share_a_name():
     from ecntune.agent.cli import _checkpoints
 
