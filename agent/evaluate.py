@@ -414,9 +414,13 @@ class MixResult:
         b = [r[base] for r in self.runs]
         return [compare(a, b, m) for m in COMPARED]
 
-    def mix_goodput(self, name: str) -> float:
-        """A policy's goodput over the mix: geometric mean over scenarios of its mean."""
-        return float(np.exp(np.mean([np.log(np.mean(r[name].goodput_bps)) for r in self.runs])))
+    @functools.cached_property
+    def mix_goodput(self) -> dict[str, float]:
+        """Every policy's goodput over the mix: geometric mean over scenarios of its mean."""
+        return {
+            n: float(np.exp(np.mean([np.log(np.mean(r[n].goodput_bps)) for r in self.runs])))
+            for n in self.runs[0]
+        }
 
     def at_goodput(self, agent: str) -> str | None:
         """The static an operator would pick who needs the agent's goodput: the lowest mice
@@ -424,8 +428,7 @@ class MixResult:
         whose goodput over the mix is at least the agent's; None if none delivers as much.
         The single best static is chosen for mice alone; an agent that keeps more goodput
         and beats this one on mice is beyond the statics' frontier, not just elsewhere on it."""
-        floor = self.mix_goodput(agent)
-        enough = [n for n in self.statics if self.mix_goodput(n) >= floor]
+        enough = [n for n in self.statics if self.mix_goodput[n] >= self.mix_goodput[agent]]
         return min(enough, key=self.mix_scores.__getitem__) if enough else None
 
     def per_scenario(self, agent: str, i: int, against: str) -> list[Comparison]:

@@ -130,6 +130,7 @@ def write(result: MixResult, out: Path, title: str) -> str:
             frozen = result.frozen[agent]
             cs = record(agent, "mix", frozen, result.against_frozen(agent))
             lines.append(f"| {agent} | `{frozen}` | " + " | ".join(formatted(c) for c in cs) + " |")
+    matches = {agent: result.at_goodput(agent) for agent in result.agents}
     if result.agents:
         lines += [
             "\n## At the agent's goodput: the best static that delivers as much\n",
@@ -143,8 +144,7 @@ def write(result: MixResult, out: Path, title: str) -> str:
             + " | verdict |",
             "|---" * (len(COMPARED) + 3) + "|",
         ]
-        for agent in result.agents:
-            match = result.at_goodput(agent)
+        for agent, match in matches.items():
             if match is None:
                 lines.append(f"| {agent} | none delivers as much |" + " |" * len(COMPARED)
                              + " more goodput than every static |")  # fmt: skip
@@ -207,7 +207,7 @@ def write(result: MixResult, out: Path, title: str) -> str:
     _csv(out / "policies.csv", rows)
     if result.agents:
         _plot_comparisons(result, comps, out / "comparison.png")
-        _plot_frontier(result, rows, out / "frontier.png")
+        _plot_frontier(result, rows, [m for m in matches.values() if m], out / "frontier.png")
         _plot_settings(result, out / "settings.png")
         _plot_actions(result, out / "actions.png")
     text = "\n".join(lines)
@@ -284,7 +284,9 @@ def _plot_comparisons(result: MixResult, comps: list[dict[str, Any]], path: Path
     plt.close(fig)
 
 
-def _plot_frontier(result: MixResult, rows: list[dict[str, Any]], path: Path) -> None:
+def _plot_frontier(
+    result: MixResult, rows: list[dict[str, Any]], matches: list[str], path: Path
+) -> None:
     """Where every policy lands on (goodput, mice mean slowdown) over the mix, against the
     single best static: the statics trace the frontier an operator can choose from, an
     agent below it gets faster mice at the same goodput. Unpaired means (each policy's own
@@ -294,18 +296,18 @@ def _plot_frontier(result: MixResult, rows: list[dict[str, Any]], path: Path) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    def over_mix(name: str, key: str) -> float:
-        return float(np.exp(np.mean([np.log(r[key]) for r in rows if r["policy"] == name])))
+    def mice(name: str) -> float:
+        return float(np.exp(np.mean([np.log(r["mice_mean"]) for r in rows if r["policy"] == name])))
 
     def point(name: str) -> tuple[float, float]:
-        x = over_mix(name, "goodput_mbps") / over_mix(result.single_best, "goodput_mbps") - 1
-        y = over_mix(name, "mice_mean") / over_mix(result.single_best, "mice_mean") - 1
-        return 100 * x, 100 * y
+        goodput = result.mix_goodput
+        x = goodput[name] / goodput[result.single_best] - 1
+        return 100 * x, 100 * (mice(name) / mice(result.single_best) - 1)
 
     fig, ax = plt.subplots(figsize=(7.5, 5.5))
     xy = np.array([point(n) for n in result.statics])
     ax.scatter(xy[:, 0], xy[:, 1], color="lightgrey", edgecolor="grey", label="static settings")
-    for name in {*_presets(result), *(m for a in result.agents if (m := result.at_goodput(a)))}:
+    for name in {*_presets(result), *matches}:
         x, y = point(name)
         ax.annotate(name.removeprefix("static:"), (x, y), fontsize=7, color="dimgrey",
                     xytext=(3, 3), textcoords="offset points")  # fmt: skip

@@ -90,7 +90,7 @@ def explicit(setting: str, link_bps: Array = 25e9) -> EcnThresholds:
     if not 0 <= kmin <= kmax or not 0 <= pmax <= 1:
         raise ValueError(f"need 0 <= kmin <= kmax and 0 <= pmax <= 1, got {setting!r}")
     ones = jnp.ones_like(jnp.asarray(link_bps, jnp.float32))
-    high = kmax_in_bytes(kmax * scale, 1.0) if parts[0].strip().endswith("a") else kmax * scale
+    high = kmax_in_bytes(kmax, scale) if parts[0].strip().endswith("a") else kmax * scale
     return EcnThresholds(kmin * scale * ones, high * ones, pmax * ones)
 
 
