@@ -22,3 +22,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, (available, reason) in NEEDS.items():
             if item.get_closest_marker(marker) and not available():
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def ecntune_cli(capsys: pytest.CaptureFixture[str]):
+    """Run `ecntune ARGS...` in this process: (exit code, stdout, stderr). Cheaper than a
+    subprocess (no second interpreter, JAX start-up or recompiles of what other tests have
+    compiled); the console script's own wiring is tested in test_cli.py."""
+    from ecntune.cli import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        try:
+            code = main(list(argv))
+        except SystemExit as e:  # argparse's refusals
+            code = e.code if isinstance(e.code, int) else 2
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run

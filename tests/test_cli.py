@@ -24,13 +24,23 @@ def test_unknown_subcommand_fails():
     assert "invalid choice" in out.stderr
 
 
-def test_graphcc_refuses_template_options_it_does_not_have(tmp_path, capsys):
-    from ecntune.cli import main
-
+def test_graphcc_refuses_template_options_it_does_not_have(tmp_path, ecntune_cli):
     for option in (["--levels", "6"], ["--zero-level"], ["--pmax", "0.1,1"]):
-        assert main(["train", "--algo", "graphcc", *option, "--out", str(tmp_path)]) == 2, option
-        assert "120 settings" in capsys.readouterr().err, option
+        code, _, stderr = ecntune_cli("train", "--algo", "graphcc", *option, "--out", str(tmp_path))
+        assert code == 2, option
+        assert "120 settings" in stderr, option
         assert not any(tmp_path.iterdir())  # refused before anything ran
+
+
+def test_a_steady_demo_names_no_change(tmp_path, ecntune_cli):
+    for change in (["--storm"], ["--load-to", "0.5"], ["--switch-to", "fb_hadoop"]):
+        code, _, stderr = ecntune_cli("demo", "--steady", *change, "--out", str(tmp_path / "d"))
+        assert code == 2, change
+        assert "--steady names no change" in stderr
+    code, _, stderr = ecntune_cli("demo", "--load-to", "1.5", "--out", str(tmp_path / "d"))
+    assert code == 2
+    assert "loads in (0, 1]" in stderr
+    assert not any(tmp_path.iterdir())  # refused before any fabric was built
 
 
 def test_mininet_is_the_library_even_from_the_repo_root():

@@ -69,6 +69,11 @@ def test_demo_compares_static_ecn_with_the_agent(tmp_path: Path):
     assert all(r["mode"] == "agent" for r in rows[first_agent:])
     assert "fallback" not in summary["acc-default"]["control"]["shares"]
     assert "acc:default" in (out / "report.md").read_text().split("acc-default:", 1)[1]
+    # the default traffic changes halfway (a 2:1 storm on tiny) and the report compares
+    # every port's thresholds around it
+    assert "At the traffic change (2:1 incasts begin at 3 s)" in run.stdout
+    assert summary["static-secn1"]["shifts"]  # (the agent's baseline may outlast 3 s here)
+    assert "## Thresholds around the traffic change" in (out / "report.md").read_text()
     assert not leftovers()
 
 

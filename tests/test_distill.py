@@ -7,8 +7,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -172,28 +170,16 @@ def test_states_come_from_busy_ports_and_a_large_table_imitates_a_shipped_agent(
 
 
 @pytest.mark.slow
-def test_distill_writes_a_table_that_eval_judges_as_a_policy(tmp_path: Path):
-    ecntune = str(Path(sys.executable).with_name("ecntune"))
-    scenario = [
-        "--scenario",
-        "tiny",
-        "--episode-s",
-        "0.4",
-        "--interval-s",
-        "0.02",
-        "--incast",
-        "2",
-        "--load",
-        "0.7",
-    ]
+def test_distill_writes_a_table_that_eval_judges_as_a_policy(tmp_path: Path, ecntune_cli):
+    scenario = ["--scenario", "tiny", "--episode-s", "0.4", "--interval-s", "0.02",
+                "--incast", "2", "--load", "0.7"]  # fmt: skip
     out = tmp_path / "d"
-    run = subprocess.run(
-        [ecntune, "distill", "--checkpoint", "agent/checkpoints/pet-star8.msgpack", *scenario,
-         "--episodes", "2", "--max-leaves", "8", "--out", str(out)],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "held-out states" in run.stdout
+    teacher = ["--checkpoint", "agent/checkpoints/pet-star8.msgpack"]
+    code, stdout, stderr = ecntune_cli(
+        "distill", *teacher, *scenario, "--episodes", "2", "--max-leaves", "8", "--out", str(out)
+    )
+    assert code == 0, stderr[-2000:]
+    assert "held-out states" in stdout
     curve = list(csv.DictReader((out / "agreement.csv").open()))
     assert [int(r["max_leaves"]) for r in curve] == [4, 8]
     assert all(0 <= float(r["test_agreement"]) <= 1 for r in curve)
@@ -201,17 +187,15 @@ def test_distill_writes_a_table_that_eval_judges_as_a_policy(tmp_path: Path):
     doc = json.loads((out / "tree.json").read_text())
     assert doc["config"]["hold_idle"] is False  # PET has no idle rule
     assert 2 <= len(doc["entries"]) <= 8
-    judged = subprocess.run(
-        [ecntune, "eval", *scenario, "--grid", "1a,1a,1;4a,16a,1", "--episodes", "2",
-         "--checkpoint", str(out / "tree.json"), "--out", str(tmp_path / "e")],
-        capture_output=True, text=True,
+    code, _, stderr = ecntune_cli(
+        "eval", *scenario, "--grid", "1a,1a,1;4a,16a,1", "--episodes", "2",
+        "--checkpoint", str(out / "tree.json"), "--out", str(tmp_path / "e"),
     )  # fmt: skip
-    assert judged.returncode == 0, judged.stderr[-2000:]
+    assert code == 0, stderr[-2000:]
     rows = {r["policy"] for r in csv.DictReader((tmp_path / "e" / "policies.csv").open())}
     assert "tree:tree" in rows
-    refused = subprocess.run(
-        [ecntune, "distill", "--checkpoint", "agent/checkpoints/pet-star8.msgpack",
-         "--max-leaves", "1000", "--out", str(tmp_path / "x")], capture_output=True, text=True,
-    )  # fmt: skip
-    assert refused.returncode == 2
-    assert "--max-leaves" in refused.stderr
+    code, _, stderr = ecntune_cli(
+        "distill", *teacher, "--max-leaves", "1000", "--out", str(tmp_path / "x")
+    )
+    assert code == 2
+    assert "--max-leaves" in stderr

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import csv
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
@@ -159,19 +157,17 @@ def test_the_pure_greedy_form_of_a_shipped_agent_decides_as_its_act(kind: str):
 
 
 @pytest.mark.slow
-def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path):
+def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path, ecntune_cli):
     """The whole protocol at a laptop-test scale: a 3-setting grid instead of the 36."""
-    ecntune = str(Path(sys.executable).with_name("ecntune"))
     grid = ["--grid", "1a,4a,0.2;2a,2a,1;4a,16a,1"]
     scenario = ["--scenario", "tiny", "--episode-s", "0.3", "--incast", "2", *grid]
-    train = [ecntune, "train", *scenario, "--episodes", "3", "--envs", "2",
+    train = ["train", *scenario, "--episodes", "3", "--envs", "2",
              "--reward-weights", "0.7,0.3", "--out", str(tmp_path / "t")]  # fmt: skip
-    run = subprocess.run(
-        [*train, "--levels", "4", "--pmax", "0.1,1", "--save-every", "1", "--judge-episodes", "1"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "beat" in run.stdout  # the judge's verdict: first beat ... / did not beat ...
+    code, stdout, stderr = ecntune_cli(
+        *train, "--levels", "4", "--pmax", "0.1,1", "--save-every", "1", "--judge-episodes", "1"
+    )
+    assert code == 0, stderr[-2000:]
+    assert "beat" in stdout  # the judge's verdict: first beat ... / did not beat ...
     curve = list(csv.DictReader((tmp_path / "t" / "learning_curve.csv").open()))
     assert [int(r["episode"]) for r in curve] == [1, 3]  # 3 episodes: two rounds of 2
     statics = {
@@ -184,12 +180,11 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path):
     ckpt = tmp_path / "t" / "acc.msgpack"
     # the checkpoint records the reward it was trained with; the controller judges by it
     assert load_policy(f"acc:{ckpt}").reward == Reward("acc", RewardWeights(0.7, 0.3))
-    evaluate_cmd = [ecntune, "eval", *scenario, "--episodes", "2", "--checkpoint", str(ckpt)]
-    run = subprocess.run([*evaluate_cmd, "--out", str(tmp_path / "e")], capture_output=True,
-                         text=True)  # fmt: skip
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert "the protocol asks for >= 20" in run.stdout  # 2 episodes are said to be too few
-    assert "not the protocol's 36" in run.stdout  # and so is the reduced grid
+    evaluate_cmd = ["eval", *scenario, "--episodes", "2", "--checkpoint", str(ckpt)]
+    code, stdout, stderr = ecntune_cli(*evaluate_cmd, "--out", str(tmp_path / "e"))
+    assert code == 0, stderr[-2000:]
+    assert "the protocol asks for >= 20" in stdout  # 2 episodes are said to be too few
+    assert "not the protocol's 36" in stdout  # and so is the reduced grid
     out = tmp_path / "e"
     rows = list(csv.DictReader((out / "policies.csv").open()))
     assert {r["policy"] for r in rows} - statics - {"acc:acc"} <= {
@@ -213,19 +208,17 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path):
     assert frozen[1] in {r["policy"] for r in rows}
     assert {c["metric"] for c in mix if c["baseline"] == frozen[1]} == set(evaluate.COMPARED)
     # a second run reuses the cached episodes: same numbers, no simulation
-    again = subprocess.run([*evaluate_cmd, "--out", str(out)], capture_output=True, text=True)
-    assert again.returncode == 0
+    code, _, _ = ecntune_cli(*evaluate_cmd, "--out", str(out))
+    assert code == 0
     assert list(csv.DictReader((out / "policies.csv").open())) == rows
-    bad = subprocess.run(
-        [*evaluate_cmd, "--out", str(tmp_path / "f"), "--fail", "nowhere:1,0.1,0.2"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert bad.returncode == 2
-    assert "no link 'nowhere:1'" in bad.stderr
-    wrong = subprocess.run([*evaluate_cmd[:2], "--grid", "2a,1a,0.1"], capture_output=True,
-                           text=True)  # fmt: skip
-    assert wrong.returncode == 2
-    assert "kmin <= kmax" in wrong.stderr
+    code, _, stderr = ecntune_cli(
+        *evaluate_cmd, "--out", str(tmp_path / "f"), "--fail", "nowhere:1,0.1,0.2"
+    )
+    assert code == 2
+    assert "no link 'nowhere:1'" in stderr
+    code, _, stderr = ecntune_cli("eval", *scenario[:2], "--grid", "2a,1a,0.1")
+    assert code == 2
+    assert "kmin <= kmax" in stderr
 
 
 def test_a_judge_never_uses_held_out_seeds():

@@ -235,3 +235,47 @@ def test_the_share_of_mice_that_timed_out_is_reported(tmp_path: Path):
     # a kernel without the counters: no share, not a share of zero
     old = [dataclasses.replace(r, retrans=None, rtos=None) for r in sent]
     assert math.isnan(summarize_phase(Phase("p", tmp_path, meta(), flows, old)).mice_rto_share)
+
+
+def test_thresholds_around_a_mid_run_change_are_compared_on_the_policys_own_intervals(
+    tmp_path: Path,
+):
+    """A storm from 5 s: port 4's thresholds rise with it, port 1 holds still; the baseline
+    preset's intervals and the drain after the last arrival count for neither side."""
+    storm = {"duration_s": 10.0, "incast_degree": 4, "incast_from_s": 5.0, "incast_period_s": 0.5}
+    rows = []
+    for i in range(1, 121):  # intervals of 0.1 s ending at 0.1 .. 12.0 s; arrivals end at 10
+        t = round(0.1 * i, 6)
+        storming = t - 0.1 >= 5.0 - 1e-9
+        mode = "baseline" if i <= 10 else "agent"  # the first second: the preset's baseline
+        k4 = (60e3, 80e3) if mode == "baseline" else ((20e3, 40e3) if storming else (10e3, 20e3))
+        q4 = (30e3 if storming else 5e3) if t <= 10.0 else 0.0  # draining: not counted
+        for port, (kmin, kmax), q in ((4, k4, q4), (1, (8e3, 16e3), 2e3)):
+            row = telemetry(t, port, q, 5, kmin, kmax)
+            rows.append(row | {"mode": mode, "policy": "acc:test", "mode_change": None})
+    phase = Phase("acc-test", tmp_path, meta(scenario=storm), [], [], telemetry=rows)
+    s = summarize_phase(phase)
+    assert s.change_at_s == 5.0
+    assert s.change == "4:1 incasts begin"
+    shifts = {x.port: x for x in s.shifts}
+    assert set(shifts) == {"s1:1", "s1:4"}
+    assert shifts["s1:4"].intervals == (40, 50)  # 1.1 .. 5.0 s, then 5.1 .. 10.0 s
+    assert shifts["s1:4"].kmin_bytes == pytest.approx((10e3, 20e3))
+    assert shifts["s1:4"].kmax_bytes == pytest.approx((20e3, 40e3))
+    assert shifts["s1:4"].queue_bytes == pytest.approx((5e3, 30e3))
+    assert shifts["s1:1"].kmax_bytes == pytest.approx((16e3, 16e3))
+    flow = FlowRecord("a", "10.0.0.1", "10.0.0.4", 10_000, T0, T0 + 0.5, 0.5, "cubic", "workload")
+    sent = [SentRecord("a", flow.src, flow.dst, flow.size, T0, "workload", "cubic", True)]
+    phase.flows, phase.sent = [flow], sent
+    table = write_report([phase], tmp_path / "out")
+    assert "At the traffic change (4:1 incasts begin at 5 s)" in table
+    assert (
+        "s1:4 (queue rose most): kmin 10.0 → 20.0 KB, kmax 20.0 → 40.0 KB, queue 5.0 → 30.0 KB; "
+        "the other 1 ports: kmin 8.0 → 8.0 KB, kmax 16.0 → 16.0 KB, queue 2.0 → 2.0 KB"
+    ) in table
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "| acc-test | s1:4 | 40 / 50 | 10.0 → 20.0 | 20.0 → 40.0 | 5.0 → 30.0 |" in report
+    # without a change mid-run there is nothing to compare
+    flat = Phase("p", tmp_path, meta(scenario={"duration_s": 10.0, "incast_degree": 4}), [], [],
+                 telemetry=rows)  # fmt: skip
+    assert summarize_phase(flat).shifts == []

@@ -110,3 +110,18 @@ def test_an_incast_wider_than_the_fabric_gives_its_last_sender_the_extra_flows()
         senders = src[start == t]
         assert len(senders) == 4
         assert len(set(senders)) == 3
+
+
+def test_the_moment_traffic_changes_is_the_storms_start_or_halfway():
+    """What a report marks as "the change" and compares thresholds around."""
+    assert TrafficSpec(incast_degree=4).change_at_s(20.0) is None  # incasts from the start
+    assert TrafficSpec(incast_degree=4).describe_change() == "nothing"
+    storm = TrafficSpec(incast_degree=6, incast_from_s=10.0, incast_period_s=0.5)
+    assert storm.change_at_s(20.0) == 10.0
+    assert storm.change_at_s(8.0) is None  # the storm would begin after the run
+    step = TrafficSpec(load=0.4, load_to=0.7)
+    assert step.change_at_s(20.0) == 10.0
+    assert step.describe_change() == "load 40% → 70%"
+    both = TrafficSpec(incast_degree=6, incast_from_s=4.0, switch_to="fb_hadoop")
+    assert both.change_at_s(20.0) == 4.0  # the first of the two
+    assert both.describe_change() == "6:1 incasts begin; workload websearch → fb_hadoop"

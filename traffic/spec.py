@@ -59,6 +59,25 @@ class TrafficSpec:
         """A workload switch or a load step at half the run."""
         return self.switch_to is not None or self.load_to is not None
 
+    def change_at_s(self, duration_s: float) -> float | None:
+        """When the traffic changes within a run of `duration_s` (a storm begins, the
+        workload or load switches halfway): the first such moment, None if none."""
+        times = [duration_s / 2] if self.changes_halfway else []
+        if self.incast_bursts(duration_s) and self.incast_from_s > 0:
+            times.append(self.incast_from_s)
+        return min(times, default=None)
+
+    def describe_change(self) -> str:
+        """What changes mid-run, in words: 'an incast storm begins; load 40% → 70%'."""
+        parts = []
+        if self.incast_degree and self.incast_from_s > 0:
+            parts.append(f"{self.incast_degree}:1 incasts begin")
+        if self.switch_to is not None:
+            parts.append(f"workload {self.workload} → {self.switch_to}")
+        if self.load_to is not None:
+            parts.append(f"load {self.load:.0%} → {self.load_to:.0%}")
+        return "; ".join(parts) or "nothing"
+
     def incast_period(self, duration_s: float) -> float:
         """Seconds between incast bursts in a run of `duration_s`."""
         return self.incast_period_s or duration_s / INCASTS_PER_RUN

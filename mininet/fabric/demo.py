@@ -3,7 +3,8 @@
     ecntune demo                         # embedded target, star8-20ms, ~2 minutes on 2 cores
     ecntune demo --target bmv2 --out results/demo-bmv2
     ecntune demo --serve                 # and watch it live on http://127.0.0.1:8080/
-    ecntune demo --storm                 # an incast storm begins halfway through each phase
+    ecntune demo --storm                 # every other host's incast storm begins halfway
+    ecntune demo --steady                # the same traffic all along (default: a 4:1 storm)
 
 It builds the fabric, runs the scenario (Poisson WebSearch flows between all hosts plus a
 synchronised incast into one host, with queue probes) under each control plane, and writes
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 from ecntune.topology import PRESETS
+from ecntune.traffic.workload import WORKLOADS
 
 # SECN1: the papers' preset; SECN0: the single best static of the demo fabric's held-out mix
 # in the simulator (docs/results, star8-20ms-heldout), the strongest static to compare with
@@ -44,11 +46,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"a phase's control policy, repeatable (default: {' then '.join(DEFAULT_POLICIES)})",
     )
-    p.add_argument(
-        "--storm", action="store_true",
-        help="traffic that changes mid-run: halfway through each phase an incast storm "
-        "begins (every other host into one, every 0.5 s) instead of --incast all along",
+    p.add_argument("--workload", choices=WORKLOADS, default="websearch")
+    change = p.add_argument_group(
+        "traffic that changes halfway through each phase (default: --storm N with N from "
+        "--incast; the report compares every port's thresholds before and after it)"
+    )
+    change.add_argument(
+        "--storm", type=int, nargs="?", const=0, default=None, metavar="N",
+        help="an incast storm begins: N:1 bursts (without N: every other host into one) "
+        "every 0.5 s, instead of --incast's bursts every tenth of the run all along",
     )  # fmt: skip
+    change.add_argument("--load-to", type=float, default=None, help="step to this load")
+    change.add_argument("--switch-to", choices=WORKLOADS, default=None, help="this workload")
+    change.add_argument("--steady", action="store_true", help="no change: the same all along")
     p.add_argument("--out", type=Path, default=None, help="default: results/demo-<time>")
     p.add_argument(
         "--serve", type=int, nargs="?", const=8080, default=None, metavar="PORT",
@@ -84,16 +94,31 @@ def run_demo(args: argparse.Namespace) -> int:
     topo = preset(args.topology)
     hosts = list(topo.hosts)
     out = args.out or Path("results") / time.strftime("demo-%Y%m%d-%H%M%S")
-    scenario = Scenario(
-        duration_s=args.duration,
-        load=args.load,
-        workload_hosts=tuple(h for h in hosts if h != hosts[-2]),  # the prober sends nothing else
-        receiver=hosts[-1],
-        incast_degree=len(hosts) - 2 if args.storm else min(args.incast, len(hosts) - 2),
-        incast_period_s=STORM_PERIOD_S if args.storm else None,  # None: a tenth of the run
-        incast_from_s=args.duration / 2 if args.storm else 0.0,
-        probe_src=hosts[-2],
-    )
+    prober = hosts[-2]
+    named = args.storm is not None or args.load_to is not None or args.switch_to is not None
+    if args.steady and named:
+        print("ecntune demo: --steady names no change; drop it or the change", file=sys.stderr)
+        return 2
+    others = len(hosts) - 2  # every host but the receiver and the prober
+    storm = args.storm if named or args.steady else args.incast  # the default change
+    degree = min((storm or others) if storm is not None else args.incast, others)
+    try:
+        scenario = Scenario(
+            duration_s=args.duration,
+            workload=args.workload,
+            load=args.load,
+            load_to=args.load_to,
+            switch_to=args.switch_to,
+            workload_hosts=tuple(h for h in hosts if h != prober),  # it sends nothing else
+            receiver=hosts[-1],
+            incast_degree=degree,
+            incast_period_s=STORM_PERIOD_S if storm is not None else None,  # None: a tenth
+            incast_from_s=args.duration / 2 if storm is not None else 0.0,
+            probe_src=prober,
+        )
+    except ValueError as e:  # a load outside (0, 1], an unknown workload
+        print(f"ecntune demo: {e}", file=sys.stderr)
+        return 2
     policies = args.policy or list(DEFAULT_POLICIES)
 
     options = FabricOptions(switch=args.target, workdir=out / "switches")

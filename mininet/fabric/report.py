@@ -10,10 +10,13 @@ turns phases into
     comparison.csv   phase × size bucket: flows, FCT and slowdown statistics
     summary.json     per phase: completion counts, goodput, queue and marking statistics
     fct_cdf.png      FCT slowdown CDF per size bucket, one line per phase
-    queues.png       queue depth and ECN thresholds over time per port, one row per phase
+    queues.png       queue depth and ECN thresholds over time per port, one row per phase,
+                     a dashed line where the traffic changes mid-run
     report.md        the table and the facts a reader needs (hosts' cc, ECN, target, and
                      who was in control: the share of intervals the agent, its baseline
-                     preset and its fallback ran, and when and why the controller fell back)
+                     preset and its fallback ran, and when and why the controller fell back;
+                     where the traffic changes mid-run, every busy port's thresholds before
+                     and after it: does the policy follow the change?)
 
 and prints the table. A phase whose agent was benched is labelled so wherever its numbers
 appear: its FCTs are part agent, part static preset, and must not be read as the agent's.
@@ -26,9 +29,9 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -50,6 +53,7 @@ from ecntune.traffic.records import (
     iter_jsonl,
     read_records,
 )
+from ecntune.traffic.spec import TrafficSpec
 
 TELEMETRY_KEYS = frozenset({"t", "switch", "port", *PortTelemetry._fields})
 
@@ -114,13 +118,17 @@ def flow_slowdowns(phase: Phase) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def port_queues(phase: Phase) -> dict[str, dict[str, np.ndarray]]:
-    """Per port ("switch:port"): time, mean queue bytes, kmin and kmax, from telemetry."""
+    """Per port ("switch:port"): interval end time, mean queue bytes, kmin and kmax, from
+    telemetry; `decided` marks the intervals the phase's own policy set (not its baseline
+    preset or a fallback)."""
     out: dict[str, dict[str, list[float]]] = {}
     for row in phase.telemetry:
         series = out.setdefault(f"{row['switch']}:{row['port']}", {})
         q = row["qdepth_sum_bytes"] / row["qdepth_samples"] if row["qdepth_samples"] else 0.0
         for key, value in (
             ("t", row["t"] - phase.meta["t0"]),
+            ("interval", row["interval_s"]),
+            ("decided", row.get("mode", "agent") == "agent"),
             ("queue", q),
             ("kmin", row["kmin_bytes"]),
             ("kmax", row["kmax_bytes"]),
@@ -129,6 +137,60 @@ def port_queues(phase: Phase) -> dict[str, dict[str, np.ndarray]]:
         ):
             series.setdefault(key, []).append(value)
     return {port: {k: np.array(v) for k, v in s.items()} for port, s in sorted(out.items())}
+
+
+class TrafficChange(NamedTuple):
+    at_s: float  # since the traffic began
+    what: str  # in words: "load 40% → 70%"
+    end_s: float  # the last arrival
+
+
+def traffic_change(phase: Phase) -> TrafficChange | None:
+    """When and how the phase's traffic changed mid-run (from the scenario in
+    scenario.json: a storm's start, a workload switch or load step) and when its arrivals
+    ended, None if it did not change."""
+    scenario = phase.meta.get("scenario", {})
+    if "duration_s" not in scenario:
+        return None
+    known = {f.name for f in fields(TrafficSpec)}
+    traffic = TrafficSpec(**{k: v for k, v in scenario.items() if k in known})
+    at_s = traffic.change_at_s(scenario["duration_s"])
+    if at_s is None:
+        return None
+    return TrafficChange(at_s, traffic.describe_change(), scenario["duration_s"])
+
+
+@dataclass(frozen=True)
+class ThresholdShift:
+    """One busy port's mean thresholds and queue over the intervals its phase's policy set,
+    before and after the traffic changed mid-run: does the policy follow the change? (A
+    static setting shows the same thresholds on both sides.)"""
+
+    port: str
+    intervals: tuple[int, int]  # before, after
+    kmin_bytes: tuple[float, float]
+    kmax_bytes: tuple[float, float]
+    queue_bytes: tuple[float, float]
+
+
+def threshold_shifts(phase: Phase, change_s: float, end_s: float) -> list[ThresholdShift]:
+    """Per port that sent anything: the intervals within the traffic (from its start to
+    `end_s`, its last arrival) that ended by the change against those that began after it;
+    one that straddles the change, the start or the end counts for neither side."""
+    shifts = []
+    for port, s in port_queues(phase).items():
+        start = s["t"] - s["interval"]
+        before = s["decided"] & (start >= 0) & (s["t"] <= change_s)
+        after = s["decided"] & (start >= change_s) & (s["t"] <= end_s)
+        if s["tx"].sum() == 0 or not before.any() or not after.any():
+            continue
+        kmin, kmax, queue = (
+            (float(s[key][before].mean()), float(s[key][after].mean()))
+            for key in ("kmin", "kmax", "queue")
+        )
+        counts = (int(before.sum()), int(after.sum()))
+        shifts.append(ThresholdShift(port, counts, kmin, kmax, queue))
+    return shifts
 
 
 def probe_queue(phase: Phase) -> dict[str, np.ndarray]:
@@ -302,6 +364,10 @@ class PhaseSummary:
     # FCTs hold a >= 200 ms timer, not the queue (NaN where the kernel does not report RTOs)
     mice_rto_share: float = math.nan
     flows_with_rto: int = 0
+    # the traffic's mid-run change (None: none) and, per busy port, the thresholds around it
+    change_at_s: float | None = None
+    change: str = ""
+    shifts: list[ThresholdShift] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -325,6 +391,7 @@ def summarize_phase(phase: Phase) -> PhaseSummary:
     else:
         q_mean = q_p99 = marked_fraction = math.nan
         source = "none"
+    change = traffic_change(phase)
     return PhaseSummary(
         phase=phase.name,
         buckets=summarize(size, fct, ideal),
@@ -341,6 +408,9 @@ def summarize_phase(phase: Phase) -> PhaseSummary:
         switch=phase.meta["switch"],
         control=summarize_control(phase),
         **_timeouts(phase),
+        change_at_s=change.at_s if change else None,
+        change=change.what if change else "",
+        shifts=threshold_shifts(phase, change.at_s, change.end_s) if change else [],
     )
 
 
@@ -394,7 +464,59 @@ def format_table(summaries: list[PhaseSummary]) -> str:
     if controlled:
         lines += ["", "Control (share of decision intervals)"]
         lines += [f"{s.label:<{w}}{s.control.describe()}" for s in controlled if s.control]
+    changed = [s for s in summaries if s.shifts]
+    if changed:
+        first = changed[0]
+        head = f"At the traffic change ({first.change} at {first.change_at_s:g} s)"
+        lines += ["", head + ", mean before → after"]
+        lines += [f"{s.label:<{w}}{_shift_line(s.shifts)}" for s in changed]
     return "\n".join(lines)
+
+
+def _shift_line(shifts: list[ThresholdShift]) -> str:
+    """The port the change hit hardest (its queue rose most) against the others, as
+    'kmin a → b KB, kmax c → d KB, queue e → f KB': a policy that follows the change moves
+    that port's thresholds apart from the rest (the rest show any drift the change did not
+    cause, such as an agent settling after its baseline)."""
+
+    def arrows(group: list[ThresholdShift]) -> str:
+        parts = []
+        for key in ("kmin_bytes", "kmax_bytes", "queue_bytes"):
+            before, after = np.mean([getattr(x, key) for x in group], axis=0) / 1e3
+            parts.append(f"{key.removesuffix('_bytes')} {before:.1f} → {after:.1f} KB")
+        return ", ".join(parts)
+
+    hit = max(shifts, key=lambda x: x.queue_bytes[1] - x.queue_bytes[0])
+    rest = [x for x in shifts if x is not hit]
+    line = f"{hit.port} (queue rose most): {arrows([hit])}"
+    return line + (f"; the other {len(rest)} ports: {arrows(rest)}" if rest else "")
+
+
+def _shift_section(summaries: list[PhaseSummary]) -> str:
+    """report.md's table of every busy port's thresholds around the traffic change."""
+    changed = [s for s in summaries if s.shifts]
+    if not changed:
+        return ""
+    first = changed[0]
+    rows = [
+        f"| {s.label} | {x.port} | {x.intervals[0]} / {x.intervals[1]} | "
+        + " | ".join(
+            f"{getattr(x, k)[0] / 1e3:.1f} → {getattr(x, k)[1] / 1e3:.1f}"
+            for k in ("kmin_bytes", "kmax_bytes", "queue_bytes")
+        )
+        + " |"
+        for s in changed
+        for x in s.shifts
+    ]
+    return (
+        f"## Thresholds around the traffic change ({first.change} at {first.change_at_s:g} s)\n\n"
+        "Mean over the intervals each phase's own policy set (its baseline preset's and any "
+        "fallback's intervals left out), those that ended by the change against those that "
+        "began after it; a static phase shows the same thresholds on both sides. The dashed "
+        "line in queues.png marks the change.\n\n"
+        "| phase | port | intervals before / after | kmin KB | kmax KB | queue KB |\n"
+        "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+    )
 
 
 def _f(x: float) -> str:
@@ -453,6 +575,9 @@ def plot_queues(phases: list[Phase], path: Path) -> None:
             ax.plot(probe["t"], probe["queue"] / 1e3, lw=0.7, label="receiver port (probes)")
             ce = probe["ce"]
             ax.scatter(probe["t"][ce], probe["queue"][ce] / 1e3, s=4, c="red", label="CE-marked")
+        change = traffic_change(phase)
+        if change:
+            ax.axvline(change.at_s, color="k", ls="--", lw=1, label=change.what)
         ax.set(title=phase.name, xlabel="time (s)", ylabel="queue (KB)")
         ax.grid(alpha=0.3)
         if ax.has_data():
@@ -508,6 +633,7 @@ def write_report(phases: list[Phase], outdir: Path, title: str = "ecntune run") 
         + _fallback_warnings(summaries)
         + "\n".join(facts)
         + f"\n\n```\n{table}\n```\n\n"
-        "![FCT slowdown CDFs](fct_cdf.png)\n\n![queues and thresholds](queues.png)\n"
+        + _shift_section(summaries)
+        + "![FCT slowdown CDFs](fct_cdf.png)\n\n![queues and thresholds](queues.png)\n"
     )
     return table
