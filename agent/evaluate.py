@@ -209,6 +209,9 @@ def _rollout(
     return _ROLLOUTS[key]
 
 
+_BATCHES: dict[Callable, set[int]] = {}  # per rollout, the batch sizes it has compiled for
+
+
 def _chunked(
     run: Callable,
     keys: Any,
@@ -217,16 +220,36 @@ def _chunked(
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, np.ndarray]:
     """`run` over CHUNK episodes at a time (params sliced alongside the keys if `batched`),
-    reporting each chunk's episodes to `progress`."""
+    reporting each chunk's episodes to `progress`. A chunk smaller than a batch `run` has
+    compiled for is padded up to it (copies of its last episode, dropped from the result):
+    simulating a few more episodes costs less than compiling again (the remainder of a
+    static grid, the frozen-setting ablation after the statics, a judge's next call)."""
     import jax
 
+    compiled = _BATCHES.setdefault(run, set())
     parts = []
     for i in range(0, keys.shape[0], CHUNK):
+        chunk_keys = keys[i : i + CHUNK]
         p = jax.tree.map(lambda x, i=i: x[i : i + CHUNK], params) if batched else params
-        parts.append(jax.tree.map(np.asarray, run(keys[i : i + CHUNK], p)))
+        n = chunk_keys.shape[0]
+        size = min((b for b in compiled if b >= n), default=n)
+        compiled.add(size)
+        if size > n:
+            pad = functools.partial(_pad_rows, rows=size)
+            chunk_keys = pad(chunk_keys)
+            p = jax.tree.map(pad, p) if batched else p
+        out = run(chunk_keys, p)
+        parts.append(jax.tree.map(lambda x, n=n: np.asarray(x)[:n], out))
         if progress:
-            progress(len(keys[i : i + CHUNK]))
+            progress(n)
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _pad_rows(x: Any, rows: int) -> Any:
+    """`x` with copies of its last row appended up to `rows` rows."""
+    import jax.numpy as jnp
+
+    return jnp.concatenate([x, jnp.repeat(x[-1:], rows - x.shape[0], axis=0)])
 
 
 def save_outcomes(path: Path, runs: dict[str, Outcome]) -> None:
