@@ -6,12 +6,14 @@
     ecntune demo --storm                 # every other host's incast storm begins halfway
     ecntune demo --steady                # the same traffic all along (default: a 4:1 storm)
 
-It builds the fabric, runs the scenario (Poisson WebSearch flows between all hosts plus a
-synchronised incast into one host, with queue probes) under each control plane, and writes
-the comparison: a table on stdout, comparison.csv, summary.json, fct_cdf.png, queues.png
-and report.md in --out. Everything underneath is ecntune.fabric (fabric, scenario, report);
-the control planes come from the controller, which installs the pipeline and routes from
-the same Topology and logs telemetry (report.telemetry_row) while it runs a policy:
+It builds the fabric, runs the scenario (Poisson WebSearch flows between all hosts, and
+from halfway an incast storm into one host so that the thresholds have a change to follow;
+queue probes) under each control plane, and writes the comparison: a table on stdout,
+comparison.csv, summary.json, fct_cdf.png, queues.png and report.md in --out, the
+thresholds before and after the change included. Everything underneath is ecntune.fabric
+(fabric, scenario, report); the control planes come from the controller, which installs
+the pipeline and routes from the same Topology and logs telemetry (report.telemetry_row)
+while it runs a policy:
 `ecntune.controller.control_plane(topology, specs, policy, telemetry_log)`, a context
 manager; policy "static:<baseline>" or "acc:<checkpoint>" ("acc:default" is the agent
 trained in the simulator for this fabric and shipped with ecntune).
