@@ -143,13 +143,18 @@ def test_marks_only_above_kmin_and_the_queue_stays_near_the_thresholds(switch, t
     assert check.marked_below_kmin <= min(0.01 * check.probes, 0.1 * check.marked)
     # A probe delayed outside the switch (sender qdisc, a descheduled switch process on a
     # busy CPU) looks like a deep queue it never joined. The switch's own telemetry tells
-    # most apart: only probes whose delay says "above kmax" while the port itself held kmax
-    # around then count. Those delays hit probes alike whatever the queue, so the rate
-    # measured where the switch held less than kmax says how many of the others to expect;
-    # on top, 1% for the estimate's error. (A fixed 1% failed under stress-ng: 10 of 764
-    # probes, issue 16; a program that never marked above kmax fails by hundreds.)
+    # most apart: only probes whose delay says "above kmax" while the port itself held more
+    # than kmax (+ the slack) around then count. Outside delays at the rate measured where
+    # the switch held less say how many of those to expect; on top, 1% for the estimate's
+    # error. But under stress-ng the port exceeds kmax only for moments of a 0.1 s interval,
+    # the busiest ones, and there nearly every probe can be such a delay (11 of 12 in one run
+    # where the rate predicted 8). So the teeth: a program that marked above kmax only with
+    # pmax's probability would leave (1 - pmax) of those probes unmarked, a correct one only
+    # the outside delays; the count must be nearer the correct program's. (A program that
+    # never marked above kmax lets the queue sit there: hundreds of such probes.)
     expected = check.outside_delay_rate * check.probes_switch_at_kmax + 0.01 * check.probes
-    assert check.unmarked_above_kmax <= expected, check
+    capped_at_pmax = (1 - SETTING.pmax) * check.probes_switch_at_kmax
+    assert check.unmarked_above_kmax <= expected + capped_at_pmax / 2, check
     # DCTCP/cubic+ECN backs off on marks: the queue, as the switch measured it, hovers
     # around the thresholds, far below the buffer
     assert check.switch_queue_max_bytes < 0.6 * QUEUE_PKTS * MTU, check

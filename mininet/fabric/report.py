@@ -217,11 +217,11 @@ class MarkingCheck:
     marked_below_kmin: int  # CE although the queue was clearly below kmin: must be 0
     unmarked_above_kmax: int  # not CE although the queue was clearly above kmax: must be 0
     queue_max_bytes: float  # the probes' estimate
-    # probes whose delay said "above kmax" while the switch's own telemetry never held kmax
-    # around then: delayed outside the queue (a descheduled switch process, the sender's
-    # qdisc), not counted as unmarked above kmax. 0 without telemetry.
+    # probes whose delay said "above kmax" while the switch's own telemetry never held more
+    # than kmax + slack around then: delayed outside the queue (a descheduled switch
+    # process, the sender's qdisc), not counted as unmarked above kmax. 0 without telemetry.
     delayed_outside_switch: int = 0
-    # probes sent while the switch's telemetry showed the port at kmax or above (the rest
+    # probes sent while the switch's telemetry showed the port above kmax + slack (the rest
     # could only have been delayed outside): what the outside delays' rate applies to
     probes_switch_at_kmax: int = 0
     switch_queue_max_bytes: float = math.nan  # the receiver port's telemetry, when logged
@@ -240,14 +240,18 @@ def check_marking(
     """Compare probe marks with RED's rule; `slack_bytes` absorbs the estimate's error
     (about one packet of delay either way, and enqueue- vs dequeue-time depth). Where the
     controller logged the receiver port's telemetry, a probe only counts as having seen a
-    queue above kmax if the switch itself held that much around then."""
+    queue above kmax if the switch itself held more than kmax + slack around then."""
     probe = probe_queue(phase)
     if not probe:
         raise ValueError(f"{phase.name} has no probes to check marking with")
     q, ce = probe["queue"], probe["ce"]
     above = ~ce & (q > kmax_bytes + slack_bytes)
     held = receiver_queue_max(phase, probe["t"])
-    outside = above & (held < kmax_bytes) if held is not None else np.zeros_like(above)
+    # the switch itself must have held more than kmax by the same slack: a probe cannot have
+    # queued behind more than the port ever held, the rest of its delay was outside it (on a
+    # CPU-starved machine a port that touched kmax once in an interval told apart nothing)
+    at_kmax = held >= kmax_bytes + slack_bytes if held is not None else np.zeros_like(above)
+    outside = above & ~at_kmax if held is not None else np.zeros_like(above)
     return MarkingCheck(
         probes=int(q.size),
         marked=int(ce.sum()),
@@ -255,7 +259,7 @@ def check_marking(
         unmarked_above_kmax=int((above & ~outside).sum()),
         queue_max_bytes=float(q.max()),
         delayed_outside_switch=int(outside.sum()),
-        probes_switch_at_kmax=int((held >= kmax_bytes).sum()) if held is not None else 0,
+        probes_switch_at_kmax=int(at_kmax.sum()),
         switch_queue_max_bytes=float(held.max()) if held is not None else math.nan,
     )
 
