@@ -8,6 +8,9 @@ routed to port i. Benchmarks and the differential test use it; PTF has its own r
 
     with Testbed("embedded", 4, "tb") as tb:
         tb.send(1, frame); tb.client.read_register("ecn_kmax", 2)
+
+With `program=` another BMv2 JSON runs instead, loaded at start as `simple_switch prog.json`
+would (no P4Runtime pipeline, no routes): the program corpus's rig.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import contextlib
 import select
 import socket
 import time
+from pathlib import Path
 from typing import Self
 
 import numpy as np
@@ -24,12 +28,14 @@ from ecntune.controller.forwarding import ForwardingPlan, install
 from ecntune.p4runtime_client import P4RuntimeClient, load_p4info
 from ecntune.p4src import PROGRAM
 from ecntune.ptf_runner import veth_pairs
+from ecntune.switch.packet_io import AUXDATA, PACKET_AUXDATA, SOL_PACKET, with_vlan_tag
 from ecntune.targets import SwitchSpec, free_port, start, stop, target
 from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import NextHop, Route, host_mac, port_mac
 from ecntune.traffic.burst import IP_PROTO_UDP, SO_TIMESTAMPNS, kernel_time
 
 UNLIMITED_PPS = 10_000_000
+AUX_SPACE = socket.CMSG_SPACE(AUXDATA.size)
 
 
 class Alternating:
@@ -64,7 +70,9 @@ class Testbed:
 
     __test__ = False  # not a pytest test class, despite the name
 
-    def __init__(self, target_name: str, n_ports: int, tag: str) -> None:
+    def __init__(
+        self, target_name: str, n_ports: int, tag: str, program: Path | None = None
+    ) -> None:
         self.stack = contextlib.ExitStack()
         try:
             self.pairs = self.stack.enter_context(veth_pairs(n_ports, tag))
@@ -73,9 +81,13 @@ class Testbed:
                 ports={i: sw for i, (sw, _) in enumerate(self.pairs, 1)},
                 grpc_addr=f"127.0.0.1:{free_port()}",
                 thrift_port=free_port(),
+                json_path=program,
             )
             self.proc = start(self.target, self.spec)
             self.stack.callback(stop, self.proc)
+            self._sockets: dict[int, socket.socket] = {}
+            if program is not None:
+                return
             self.client = P4RuntimeClient(self.spec.grpc_addr, 0, 10)
             self.stack.callback(self.client.close)
             if not self.client.become_primary():
@@ -88,7 +100,6 @@ class Testbed:
             self.forwarding = ForwardingPlan()
             for port in range(1, n_ports + 1):
                 self.route(host_ip(port), 32, [port])
-            self._sockets: dict[int, socket.socket] = {}
         except BaseException:
             self.stack.close()
             raise
@@ -127,7 +138,8 @@ class Testbed:
         self.sockets[port].send(frame)
 
     def collect(self, quiet_s: float = 0.3) -> list[tuple[int, bytes]]:
-        """Every frame the switch sent, as (port, bytes), until nothing came for `quiet_s`."""
+        """Every frame the switch sent, as (port, bytes), until nothing came for `quiet_s`;
+        an 802.1Q tag the kernel took out of a frame is put back where it was."""
         by_fd = {s.fileno(): port for port, s in self.sockets.items()}
         out = []
         deadline = time.monotonic() + quiet_s
@@ -135,9 +147,9 @@ class Testbed:
             ready, _, _ = select.select(list(by_fd), [], [], left)
             for fd in ready:
                 port = by_fd[fd]
-                data, addr = self.sockets[port].recvfrom(65536)
+                data, anc, _, addr = self.sockets[port].recvmsg(65536, AUX_SPACE)
                 if addr[2] != socket.PACKET_OUTGOING:  # not our own sends echoed back
-                    out.append((port, data))
+                    out.append((port, with_vlan_tag(data, anc)))
                 deadline = time.monotonic() + quiet_s
         return out
 
@@ -179,6 +191,7 @@ def _raw_socket(iface: str):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # nothing queues before bind
     try:
         s.bind((iface, 0x0003))  # ETH_P_ALL, from this interface only
+        s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)  # where the kernel put a VLAN tag
         yield s
     finally:
         s.close()

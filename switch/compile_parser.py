@@ -2,7 +2,11 @@
 
 Each parse state becomes `ps_<id>(f, pkt)`, returning the next state's function (None to
 accept); `parse` runs them and turns a ParserError into `pkt.error`, so the packet still
-reaches ingress (bmv2's parser.cpp). `deparse` emits the valid headers in the deparser's
+reaches ingress (bmv2's parser.cpp). Extraction goes to a header, the next element of a
+header stack, or a member of the next element of a union stack; `extract_VL` sizes a
+header's varbit field by an expression, with bmv2's errors (ParserInvalidArgument for a
+length that is not whole bytes, PacketTooShort, HeaderTooShort past the type's
+max_length). `deparse` emits the valid headers in the deparser's
 order, then the bytes the parser did not consume. A calculation (a hash or checksum over
 fields, headers and possibly the payload) becomes `calc_<n>(f, pkt)`, compiled on first
 use into its own buffer because its first use may be in the middle of another function.
@@ -15,9 +19,10 @@ from typing import Any
 
 from ecntune.switch.compile_expressions import Emitter, ExpressionCompiler, hexint
 from ecntune.switch.hashes import ALGORITHMS
-from ecntune.switch.layout import HeaderInfo, Unsupported
+from ecntune.switch.layout import FieldInfo, HeaderInfo, Unsupported
 
-STACK_OUT_OF_BOUNDS = 3  # core.p4's error code, where the program does not name its own
+# core.p4's error codes, where the program does not name its own
+STACK_OUT_OF_BOUNDS, HEADER_TOO_SHORT, PARSER_INVALID_ARGUMENT = 3, 4, 6
 
 
 class ParserCompiler(ExpressionCompiler):
@@ -60,28 +65,27 @@ class ParserCompiler(ExpressionCompiler):
         em("except ParserError as e:")
         em.indent()("pkt.error = e.code")
         em.dedent()
+        em("except StackOutOfBounds:")
+        em.indent()(f"pkt.error = {self.errors.get('StackOutOfBounds', STACK_OUT_OF_BOUNDS)}")
+        em.dedent()
         em.dedent()
 
     def parser_op(self, op: dict[str, Any], em: Emitter, too_short: int) -> None:
         kind, params = op["op"], op["parameters"]
-        if kind == "extract":
+        if kind in ("extract", "extract_VL"):
+            length = self.expr(params[1]) if kind == "extract_VL" else None
             target = params[0]
             if target["type"] == "regular":
-                self.extract(self.header(target["value"]), em, too_short)
+                self.extract(self.header(target["value"]), em, too_short, length)
             elif target["type"] == "stack":
-                stack = self.layout.stacks[target["value"]]
-                ids = [self.hidx(h) for h in stack.headers]
-                em(f"_i = stack_next(pkt, {stack.name!r})")
-                em(f"if _i >= {len(ids)}:")
-                code = self.errors.get("StackOutOfBounds", STACK_OUT_OF_BOUNDS)
-                em.indent()(f"raise ParserError({code})")
-                em.dedent()
-                for i, h in enumerate(stack.headers):
-                    em(f"{'if' if i == 0 else 'elif'} _i == {i}:")
-                    em.indent()
-                    self.extract(self.header(h), em, too_short)
-                    em.dedent()
-                em(f"stack_set_next(pkt, {stack.name!r}, _i + 1)")
+                stack = self.stack(target["value"])
+                self.extract_next(stack.name, list(stack.headers), em, too_short, length)
+            elif target["type"] == "union_stack":
+                ustack = self.union_stack(target["value"][0])
+                unions = [self.layout.unions[u] for u in ustack.unions]
+                member = unions[0].offset(target["value"][1])
+                members = [u.headers[member] for u in unions]
+                self.extract_next(ustack.name, members, em, too_short, length)
             else:
                 raise Unsupported(f"extract into {target['type']!r}")
         elif kind == "set":
@@ -102,10 +106,40 @@ class ParserCompiler(ExpressionCompiler):
         else:
             raise Unsupported(f"parser operation {kind!r}")
 
-    def extract(self, h: HeaderInfo, em: Emitter, too_short: int) -> None:
-        n = h.nbytes
+    def extract_next(
+        self, stack: str, headers: list[str], em: Emitter, too_short: int, length: str | None
+    ) -> None:
+        """Extract into the next element of a stack (`headers`: the element's header each)."""
+        em(f"_i = stack_next(pkt, {stack!r})")
+        em(f"if _i >= {len(headers)}:")
+        code = self.errors.get("StackOutOfBounds", STACK_OUT_OF_BOUNDS)
+        em.indent()(f"raise ParserError({code})")
+        em.dedent()
+        for i, h in enumerate(headers):
+            em(f"{'if' if i == 0 else 'elif'} _i == {i}:")
+            em.indent()
+            self.extract(self.header(h), em, too_short, length)
+            em.dedent()
+        em(f"stack_set_next(pkt, {stack!r}, _i + 1)")
+
+    def extract(self, h: HeaderInfo, em: Emitter, too_short: int, length: str | None) -> None:
+        """Fields from the packet, MSB first; `length`: the varbit's bits (extract_VL)."""
         if h.nbits % 8:
             raise Unsupported(f"header {h.name!r} is not a whole number of bytes")
+        vl = h.varbit
+        if (vl is None) != (length is None):
+            what = "extract_VL of a header without" if vl is None else "extract of a header with"
+            raise Unsupported(f"{what} a varbit field ({h.name!r})")
+        if vl is None:
+            self.extract_fixed(h, em, too_short)
+        else:
+            self.extract_varbit(h, vl, length, em, too_short)
+        self.set_valid(h, em)
+        em(f"pkt.pos += {h.nbytes}" if vl is None else "pkt.pos += _n")
+
+    def extract_fixed(self, h: HeaderInfo, em: Emitter, too_short: int) -> None:
+        """Shifts and masks folded into constants: the common, fast case."""
+        n = h.nbytes
         em(f"if pkt.pos + {n} > len(data):")
         em.indent()(f"raise ParserError({too_short})")
         em.dedent()
@@ -113,14 +147,41 @@ class ParserCompiler(ExpressionCompiler):
         shift = h.nbits
         for fi in h.fields:
             shift -= fi.width
-            value = (
-                f"(_x >> {shift}) & {(1 << fi.width) - 1}"
-                if shift
-                else f"_x & {(1 << fi.width) - 1}"
-            )
+            mask = (1 << fi.width) - 1
+            value = f"(_x >> {shift}) & {mask}" if shift else f"_x & {mask}"
             em(f"f[{fi.slot}] = " + (f"two_comp_mod({value}, {fi.width})" if fi.signed else value))
+
+    def extract_varbit(
+        self, h: HeaderInfo, vl: FieldInfo, length: str, em: Emitter, too_short: int
+    ) -> None:
+        """The varbit's length from the expression, checked in bmv2's order; fields after
+        it shift by that length at run time."""
+        em(f"_vl = {length}")
+        em("if _vl % 8 or _vl < 0:")
+        code = self.errors.get("ParserInvalidArgument", PARSER_INVALID_ARGUMENT)
+        em.indent()(f"raise ParserError({code})")
+        em.dedent()
+        em(f"_n = {h.nbytes} + _vl // 8")
+        em("if pkt.pos + _n > len(data):")
+        em.indent()(f"raise ParserError({too_short})")
+        em.dedent()
+        em(f"if _vl > {vl.width}:")
+        em.indent()(f"raise ParserError({self.errors.get('HeaderTooShort', HEADER_TOO_SHORT)})")
+        em.dedent()
+        em("_x = int.from_bytes(data[pkt.pos:pkt.pos + _n], 'big')")
+        em("_s = _n * 8")
+        for fi in h.fields:
+            width = "_vl" if fi.varbit else str(fi.width)
+            em(f"_s -= {width}")
+            value = f"(_x >> _s) & ((1 << {width}) - 1)"
+            em(f"f[{fi.slot}] = " + (f"two_comp_mod({value}, {fi.width})" if fi.signed else value))
+        em(f"f[{vl.len_slot}] = _vl")
+
+    def set_valid(self, h: HeaderInfo, em: Emitter) -> None:
+        """Mark a header valid, and invalid the other members of its union."""
         em(f"f[{h.valid_slot}] = 1")
-        em(f"pkt.pos += {n}")
+        for sibling in self.layout.siblings(h.name):
+            em(f"f[{self.header(sibling).valid_slot}] = 0")
 
     def transition(self, s: dict[str, Any], states: dict[str, Any], em: Emitter) -> None:
         def target(name: str | None) -> str:
@@ -134,6 +195,8 @@ class ParserCompiler(ExpressionCompiler):
                 parts.append((fi.width, f"f[{fi.slot}]"))
             elif k["type"] == "lookahead":
                 parts.append((k["value"][1], self.expr(k)))
+            elif k["type"] in ("stack_field", "union_stack_field"):
+                parts.append((self.element_field(k).width, self.expr(k)))
             else:
                 raise Unsupported(f"transition key type {k['type']!r}")
         total, key_parts = 0, []
@@ -166,6 +229,14 @@ class ParserCompiler(ExpressionCompiler):
             em.dedent()
         em("return None")
 
+    def element_field(self, k: dict[str, Any]) -> FieldInfo:
+        """The field a stack_field / union_stack_field key names, in the stack's first element."""
+        v = k["value"]
+        if k["type"] == "stack_field":
+            return self.header(self.stack(v[0]).headers[0]).field(v[1])
+        union = self.layout.unions[self.union_stack(v[0]).unions[0]]
+        return self.header(union.headers[union.offset(v[1])]).field(v[2])
+
     # -- deparser ----------------------------------------------------------------------------
 
     def deparser(self, d: dict[str, Any]) -> None:
@@ -178,6 +249,10 @@ class ParserCompiler(ExpressionCompiler):
         for h in self.deparse_order:
             em(f"if f[{h.valid_slot}]:")
             em.indent()
+            if h.varbit is not None:  # its size is known per packet
+                em(f"out.append(header_bytes(_HT, f, {self.hidx(h.name)}))")
+                em.dedent()
+                continue
             terms, shift = [], h.nbits
             for fi in h.fields:
                 shift -= fi.width
@@ -243,7 +318,7 @@ class ParserCompiler(ExpressionCompiler):
                 fi = self.fieldref(item["value"])
                 h = self.layout.resolve(item["value"][0], "$valid$").slot
                 em(f"if f[{h}]:")
-                em.indent()(f"_v.append(f[{fi.slot}]); _w.append({fi.width})")
+                em.indent()(f"_v.append(f[{fi.slot}]); _w.append({self.width_now(fi)})")
                 em.dedent()
             elif t == "hexstr":
                 em(f"_v.append({hexint(item['value'])}); _w.append({int(item['bitwidth'])})")
@@ -252,7 +327,7 @@ class ParserCompiler(ExpressionCompiler):
                 em(f"if f[{hd.valid_slot}]:")
                 em.indent()
                 for fi in hd.fields:
-                    em(f"_v.append(f[{fi.slot}]); _w.append({fi.width})")
+                    em(f"_v.append(f[{fi.slot}]); _w.append({self.width_now(fi)})")
                 em.dedent()
             elif t == "payload":
                 payload = True
@@ -267,6 +342,11 @@ class ParserCompiler(ExpressionCompiler):
         if payload:
             self.payload_calcs[name] = calc
         return fname
+
+    @staticmethod
+    def width_now(fi: FieldInfo) -> str:
+        """Source for a field's width in this packet (a varbit's current length)."""
+        return f"f[{fi.len_slot}]" if fi.varbit else str(fi.width)
 
     def payload_helper(self) -> None:
         """Bytes after the last header a calculation covers (TCP/UDP checksums over payload).

@@ -62,22 +62,26 @@ class PrimitiveCompiler(ExpressionCompiler):
         x = self.expr
         if op in ("assign", "modify_field"):
             em(self.store(params[0], x(params[1])))
+        elif op == "assign_VL":  # a varbit: its value and its length
+            dst, src = (self.fieldref(q["value"]) for q in params)
+            em(f"f[{dst.slot}], f[{dst.len_slot}] = f[{src.slot}], f[{src.len_slot}]")
         elif op in ("assign_header", "copy_header"):
             dst, src = (self.header_index(q) for q in params[:2])
             em(f"copy_header(_HT, f, {dst}, {src})")
         elif op == "assign_union":
-            dst, src = (self.layout.unions[q["value"]] for q in params)
-            for a, b in zip(dst.headers, src.headers, strict=True):
-                em(f"copy_header(_HT, f, {self.hidx(a)}, {self.hidx(b)})")
-        elif op == "assign_header_stack":
-            dst, src = (self.layout.stacks[q["value"]] for q in params)
-            for a, b in zip(dst.headers, src.headers, strict=True):
-                em(f"copy_header(_HT, f, {self.hidx(a)}, {self.hidx(b)})")
-            em(f"stack_set_next(pkt, {dst.name!r}, stack_next(pkt, {src.name!r}))")
+            dst, src = (self.union_ref(q) for q in params)
+            em(f"for _a, _b in zip({dst}, {src}):")
+            em.indent()("copy_header(_HT, f, _a, _b)")
+            em.dedent()
+        elif op in ("assign_header_stack", "assign_union_stack"):
+            (dst, dst_ids), (src, src_ids) = (self.stack_elements(q) for q in params)
+            for a, b in zip(dst_ids, src_ids, strict=True):
+                for ha, hb in zip(a, b, strict=True):
+                    em(f"copy_header(_HT, f, {ha}, {hb})")
+            em(f"stack_set_next(pkt, {dst!r}, stack_next(pkt, {src!r}))")
         elif op in ("push", "pop"):
-            stack = self.layout.stacks[params[0]["value"]]
-            ids = [self.hidx(h) for h in stack.headers]
-            em(f"stack_{op}(_HT, f, pkt, {stack.name!r}, {ids}, {x(params[1])})")
+            stack, ids = self.stack_elements(params[0])
+            em(f"stack_{op}(_HT, f, pkt, {stack!r}, {ids}, {x(params[1])})")
         elif op in ("add_header", "add_header_fast", "remove_header"):
             idx = self.header_index(params[0])
             em(f"{op}(_HT, f, pkt, {idx})")
@@ -111,6 +115,14 @@ class PrimitiveCompiler(ExpressionCompiler):
             em(f"pkt.truncate = {x(params[0])}")
         else:
             self.extern_primitive(op, params, em)
+
+    def stack_elements(self, node: dict[str, Any]) -> tuple[str, list[list[int]]]:
+        """A header stack's or union stack's name and its elements' header positions."""
+        if node["type"] == "header_union_stack":
+            ustack = self.union_stack(node["value"])
+            return ustack.name, [self.union_members(u) for u in ustack.unions]
+        stack = self.stack(node["value"])
+        return stack.name, [[self.hidx(h)] for h in stack.headers]
 
     def extern_primitive(self, op: str, params: list[dict[str, Any]], em: Emitter) -> None:
         """Primitives on counters, meters, registers, hashes and the random source."""

@@ -212,6 +212,26 @@ def check_shape(doc: dict[str, Any]) -> None:
     names = {p["name"] for p in doc.get("pipelines", [])}
     if names != {"ingress", "egress"}:
         raise Unsupported(f"pipelines {sorted(names)} (v1model has ingress and egress)")
+    check_unique_ids(doc)
+
+
+def check_unique_ids(doc: dict[str, Any]) -> None:
+    """Ids name the generated functions: a duplicate would silently replace one node of the
+    control flow with another (a loop that never ends), so it is refused, as bmv2 does."""
+    pipelines = doc["pipelines"]
+    kinds = {
+        "header": doc.get("headers", []),
+        "action": doc.get("actions", []),
+        "parse state": doc["parsers"][0].get("parse_states", []),
+        "table": [t for p in pipelines for t in p.get("tables", [])],
+        "conditional": [c for p in pipelines for c in p.get("conditionals", [])],
+        "action call": [a for p in pipelines for a in p.get("action_calls", [])],
+    }
+    for kind, objs in kinds.items():
+        ids = [o["id"] for o in objs]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise Unsupported(f"malformed BMv2 JSON: duplicate {kind} id {dup[0]}")
 
 
 def metadata_slots(layout: Layout) -> dict[str, int]:

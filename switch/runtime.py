@@ -29,6 +29,12 @@ class AssertionFailure(Exception):
     """A P4 assert/assume failed: the packet is dropped (simple_switch would abort)."""
 
 
+class StackOutOfBounds(AssertionFailure):
+    """A header stack index past its depth (or `.last` of an empty stack). In the parser
+    it is error.StackOutOfBounds; in a control the packet is dropped and logged, where
+    simple_switch would abort on its std::out_of_range."""
+
+
 class ParserError(Exception):
     def __init__(self, code: int) -> None:
         self.code = code
@@ -71,13 +77,17 @@ class Pkt:
 
 @dataclass(frozen=True)
 class HeaderTable:
-    """Per header instance (by position): validity slot, field slots, widths, byte size."""
+    """Per header instance (by position): validity slot, field slots (a varbit's length
+    slot last), widths, byte size without the varbit, its union siblings' validity slots,
+    and the varbit's (field index, length slot) or None."""
 
     valid: list[int]
     base: list[int]
     slots: list[list[int]]
     widths: list[list[int]]
     nbytes: list[int]
+    siblings: list[list[int]]
+    varbit: list[tuple[int, int] | None]
 
     @classmethod
     def of(cls, layout: Layout) -> HeaderTable:
@@ -85,10 +95,33 @@ class HeaderTable:
         return cls(
             valid=[h.valid_slot for h in hs],
             base=[h.fields[0].slot if h.fields else h.valid_slot for h in hs],
-            slots=[[fi.slot for fi in h.fields] for h in hs],
+            slots=[
+                [fi.slot for fi in h.fields] + [fi.len_slot for fi in h.fields if fi.varbit]
+                for h in hs
+            ],
             widths=[[fi.width for fi in h.fields] for h in hs],
             nbytes=[h.nbytes for h in hs],
+            siblings=[[layout.headers[s].valid_slot for s in layout.siblings(h.name)] for h in hs],
+            varbit=[
+                next(((i, fi.len_slot) for i, fi in enumerate(h.fields) if fi.varbit), None)
+                for h in hs
+            ],
         )
+
+    def widths_now(self, f: list[int], h: int) -> list[int]:
+        """The header's field widths, its varbit at its current length."""
+        vl = self.varbit[h]
+        if vl is None:
+            return self.widths[h]
+        widths = list(self.widths[h])
+        widths[vl[0]] = f[vl[1]]
+        return widths
+
+    def make_valid(self, f: list[int], h: int) -> None:
+        """Valid, and its union's other members invalid (bmv2's UnionMembership)."""
+        f[self.valid[h]] = 1
+        for s in self.siblings[h]:
+            f[s] = 0
 
 
 # -- arithmetic and formatting (named after the BMv2 JSON operators they implement) ----------
@@ -128,41 +161,78 @@ def lookahead(pkt: Pkt, offset: int, width: int) -> int:
 
 
 def copy_header(ht: HeaderTable, f: list[int], dst: int, src: int) -> None:
+    """assign_header: an invalid source makes the destination invalid and copies nothing."""
     if not f[ht.valid[src]]:
         f[ht.valid[dst]] = 0
         return
     for a, b in zip(ht.slots[dst], ht.slots[src], strict=True):
         f[a] = f[b]
-    f[ht.valid[dst]] = 1
+    ht.make_valid(f, dst)
 
 
 def add_header(ht: HeaderTable, f: list[int], pkt: Pkt, h: int) -> None:
     if not f[ht.valid[h]]:
         for s in ht.slots[h]:
             f[s] = 0
-        f[ht.valid[h]] = 1
+        ht.make_valid(f, h)
         pkt.length += ht.nbytes[h]
 
 
 def add_header_fast(ht: HeaderTable, f: list[int], pkt: Pkt, h: int) -> None:
-    f[ht.valid[h]] = 1
+    ht.make_valid(f, h)
 
 
 def remove_header(ht: HeaderTable, f: list[int], pkt: Pkt, h: int) -> None:
     if f[ht.valid[h]]:
-        pkt.length -= ht.nbytes[h]
+        vl = ht.varbit[h]
+        pkt.length -= ht.nbytes[h] + (f[vl[1]] // 8 if vl else 0)
         f[ht.valid[h]] = 0
 
 
+def headers_equal(ht: HeaderTable, f: list[int], a: int, b: int) -> bool:
+    """bmv2's Header::cmp: both valid and every field equal (two invalid ones differ)."""
+    n = len(ht.widths[a])
+    return bool(
+        f[ht.valid[a]]
+        and f[ht.valid[b]]
+        and all(f[x] == f[y] for x, y in zip(ht.slots[a][:n], ht.slots[b][:n], strict=True))
+    )
+
+
+def unions_equal(ht: HeaderTable, f: list[int], a: list[int], b: list[int]) -> bool:
+    """bmv2's HeaderUnion::cmp: the same member valid in both, and those members equal."""
+    valid_a = [i for i, h in enumerate(a) if f[ht.valid[h]]]
+    valid_b = [i for i, h in enumerate(b) if f[ht.valid[h]]]
+    if not valid_a or valid_a != valid_b:
+        return False
+    return headers_equal(ht, f, a[valid_a[0]], b[valid_a[0]])
+
+
 def header_bytes(ht: HeaderTable, f: list[int], h: int) -> bytes:
-    return pack_bits([f[s] for s in ht.slots[h]], ht.widths[h])
+    return pack_bits([f[s] for s in ht.slots[h][: len(ht.widths[h])]], ht.widths_now(f, h))
 
 
 # -- header stacks: the next index to extract lives in the Pkt --------------------------------
+# A stack's element is a list of header positions: one header, or a union's members.
 
 
 def stack_next(pkt: Pkt, stack: str) -> int:
     return (pkt.stack_next or {}).get(stack, 0)
+
+
+def stack_at(ids: list[int], i: int) -> int:
+    """ids[i] for a run-time index, refusing what is past the stack (negative included)."""
+    if not 0 <= i < len(ids):
+        raise StackOutOfBounds(f"header stack index {i} outside [0, {len(ids)})")
+    return ids[i]
+
+
+def stack_last(pkt: Pkt, stack: str) -> int:
+    """The index of `.last`: the element extracted last."""
+    i = stack_next(pkt, stack) - 1
+    if i < 0:
+        raise StackOutOfBounds(f"{stack}.last of an empty stack")
+    return i
 
 
 def stack_set_next(pkt: Pkt, stack: str, value: int) -> None:
@@ -171,30 +241,44 @@ def stack_set_next(pkt: Pkt, stack: str, value: int) -> None:
     pkt.stack_next[stack] = value
 
 
-def stack_push(ht: HeaderTable, f: list[int], pkt: Pkt, stack: str, ids: list[int], n: int) -> None:
+def _move_element(ht: HeaderTable, f: list[int], dst: list[int], src: list[int]) -> None:
+    for a, b in zip(dst, src, strict=True):
+        copy_header(ht, f, a, b)
+
+
+def _invalidate(ht: HeaderTable, f: list[int], element: list[int]) -> None:
+    for h in element:
+        f[ht.valid[h]] = 0
+
+
+def stack_push(
+    ht: HeaderTable, f: list[int], pkt: Pkt, stack: str, ids: list[list[int]], n: int
+) -> None:
     """push_front(n): shift elements towards the end; the first n become invalid."""
     for i in range(len(ids) - 1, -1, -1):
         if i >= n:
-            copy_header(ht, f, ids[i], ids[i - n])
+            _move_element(ht, f, ids[i], ids[i - n])
         else:
-            f[ht.valid[ids[i]]] = 0
+            _invalidate(ht, f, ids[i])
     stack_set_next(pkt, stack, min(len(ids), stack_next(pkt, stack) + n))
 
 
-def stack_pop(ht: HeaderTable, f: list[int], pkt: Pkt, stack: str, ids: list[int], n: int) -> None:
+def stack_pop(
+    ht: HeaderTable, f: list[int], pkt: Pkt, stack: str, ids: list[list[int]], n: int
+) -> None:
     """pop_front(n): shift elements towards the front; the last n become invalid."""
     for i in range(len(ids)):
         if i + n < len(ids):
-            copy_header(ht, f, ids[i], ids[i + n])
+            _move_element(ht, f, ids[i], ids[i + n])
         else:
-            f[ht.valid[ids[i]]] = 0
+            _invalidate(ht, f, ids[i])
     stack_set_next(pkt, stack, max(0, stack_next(pkt, stack) - n))
 
 
 HELPERS: tuple[Callable[..., Any], ...] = (
     two_comp_mod, sat_cast, usat_cast, format_log, lookahead, copy_header, add_header,
-    add_header_fast, remove_header, header_bytes, stack_next, stack_set_next, stack_push,
-    stack_pop,
+    add_header_fast, remove_header, headers_equal, unions_equal, header_bytes, stack_next,
+    stack_set_next, stack_at, stack_last, stack_push, stack_pop,
 )  # fmt: skip
 
 
@@ -203,6 +287,7 @@ def namespace() -> dict[str, Any]:
     return {
         "ParserError": ParserError,
         "AssertionFailure": AssertionFailure,
+        "StackOutOfBounds": StackOutOfBounds,
         "DROP_PORT": DROP_PORT,
         "resolve": resolve,
         "pack_bits": pack_bits,

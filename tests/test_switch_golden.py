@@ -21,7 +21,7 @@ import struct
 import time
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 from scapy.layers.inet import IP, TCP, UDP
@@ -34,6 +34,7 @@ from ecntune.switch.dataplane import Switch
 from ecntune.switch.digests import DigestConfig
 from ecntune.switch.tables import ActionCall
 from ecntune.topology import host_mac, mac_int, port_mac
+from tests.wires import Wire
 
 CPU_PORT = 255
 HOSTS = {1: "10.0.0.1", 2: "10.0.0.2", 3: "10.0.0.3"}  # port -> the host behind it
@@ -41,20 +42,6 @@ START_US = 1_000_000
 INTERVAL_US = 2_000
 NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
 DROPS = {reason: i for i, reason in enumerate(enc.DROP_REASONS)}  # drops counter index
-
-
-@dataclass
-class Wire:
-    """A switch port whose transmitted frames the test reads."""
-
-    number: int
-    sent: list[bytes] = field(default_factory=list)
-
-    def send(self, frame: bytes) -> None:
-        self.sent.append(frame)
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass
