@@ -15,7 +15,10 @@ target in memory and, on veths, on each installed target (BMv2 as the reference)
 
 from __future__ import annotations
 
+import binascii
+import random
 import struct
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +115,11 @@ def valid(header: str) -> JSON:
     return ex("d2b", None, field(header, "$valid$"))
 
 
+# A control-flow node: ("act", action name), ("table", table spec: Builder._table) or
+# ("if", (expression, [then nodes], [else nodes])).
+Node = tuple[str, Any]
+
+
 # -- a whole program -------------------------------------------------------------------------
 
 
@@ -124,7 +132,7 @@ class Builder:
     states: list[JSON]
     order: list[str]
     actions: list[JSON]
-    nodes: list[tuple[str, Any]]  # ("act", action name) or ("if", (expr, [then...], [else...]))
+    nodes: dict[str, list[Node]]  # per pipeline
     extra: JSON
 
     def __init__(self, scalars: list[list[Any]] | None = None) -> None:
@@ -141,8 +149,10 @@ class Builder:
                 "metadata": True,
             },
         ]
-        self.states, self.order, self.actions, self.nodes = [], [], [], []
+        self.states, self.order, self.actions = [], [], []
+        self.nodes: dict[str, list[Node]] = {"ingress": [], "egress": []}
         self.extra = {
+            "field_lists": [],
             "header_stacks": [],
             "header_union_types": [],
             "header_unions": [],
@@ -227,77 +237,117 @@ class Builder:
             }
         )
 
-    def action(self, name: str, *primitives: JSON) -> str:
+    def action(self, name: str, *primitives: JSON, params: tuple[tuple[str, int], ...] = ()) -> str:
+        """An action; `params` are its (name, bit width) action data (`runtime_data` i)."""
+        data = [{"name": n, "bitwidth": w} for n, w in params]
         self.actions.append(
             {
                 "name": name,
                 "id": len(self.actions),
-                "runtime_data": [],
+                "runtime_data": data,
                 "primitives": list(primitives),
             }
         )
         return name
 
-    def run(self, *nodes: tuple[str, Any]) -> None:
-        self.nodes = list(nodes)
+    def run(self, *nodes: Node) -> None:
+        self.nodes["ingress"] = list(nodes)
+
+    def run_egress(self, *nodes: Node) -> None:
+        self.nodes["egress"] = list(nodes)
+
+    def _aid(self, action: str) -> int:
+        return next(a["id"] for a in self.actions if a["name"] == action)
+
+    def _table(self, tables: list[JSON], spec: JSON, nxt: str | None) -> str:
+        """A table node: `spec` has name, key, actions, entries, default (action, data)."""
+        default, data = spec.get("default", (spec["actions"][-1], []))
+        aids = [self._aid(a) for a in spec["actions"]]
+        entries = [
+            {
+                "match_key": keys,
+                "priority": i + 1,
+                "action_entry": {"action_id": self._aid(a), "action_data": [hex(v) for v in d]},
+            }
+            for i, (keys, a, d) in enumerate(spec.get("entries", []))
+        ]
+        table = {
+            "name": spec["name"],
+            "id": self._ids["table"],
+            "key": spec.get("key", []),
+            "match_type": spec.get("match_type", "exact"),
+            "type": "simple",
+            "max_size": 1024,
+            "with_counters": False,
+            "support_timeout": False,
+            "direct_meters": None,
+            "action_ids": aids,
+            "actions": spec["actions"],
+            "base_default_next": nxt,
+            "next_tables": {a: nxt for a in spec["actions"]},
+            "default_entry": {
+                "action_id": self._aid(default),
+                "action_const": True,
+                "action_data": [hex(v) for v in data],
+                "action_entry_const": True,
+            },
+        }
+        if entries:
+            table["entries"] = entries
+        self._ids["table"] += 1
+        tables.append(table)
+        return spec["name"]
+
+    def _chain(
+        self, nodes: list[Node], after: str | None, tables: list[JSON], conditionals: list[JSON]
+    ) -> str | None:
+        """Nodes in order, each continuing to the next; returns the first's name."""
+        nxt = after
+        for kind, what in reversed(nodes):
+            if kind == "act":  # p4c: a keyless table whose const default is the action
+                name = f"tbl_{what}_{self._ids['table']}"
+                nxt = self._table(tables, {"name": name, "actions": [what]}, nxt)
+            elif kind == "table":
+                nxt = self._table(tables, what, nxt)
+            else:
+                cond, then, other = what
+                true_next = self._chain(then, nxt, tables, conditionals)
+                false_next = self._chain(other, nxt, tables, conditionals)
+                name = f"node_{self._ids['conditional']}"
+                conditionals.append(
+                    {
+                        "name": name,
+                        "id": self._ids["conditional"],
+                        "expression": cond,
+                        "true_next": true_next,
+                        "false_next": false_next,
+                    }
+                )
+                self._ids["conditional"] += 1
+                nxt = name
+        return nxt
 
     def build(self) -> JSON:
-        tables: list[JSON] = []
-        conditionals: list[JSON] = []
-
-        def chain(nodes: list[tuple[str, Any]], after: str | None) -> str | None:
-            """Names of the nodes in order, each continuing to the next; the first's name."""
-            nxt = after
-            for kind, what in reversed(nodes):
-                if kind == "act":
-                    aid = next(a["id"] for a in self.actions if a["name"] == what)
-                    name = f"tbl_{what}_{len(tables)}"
-                    tables.append(
-                        {
-                            "name": name,
-                            "id": len(tables),
-                            "key": [],
-                            "match_type": "exact",
-                            "type": "simple",
-                            "max_size": 1024,
-                            "with_counters": False,
-                            "support_timeout": False,
-                            "direct_meters": None,
-                            "action_ids": [aid],
-                            "actions": [what],
-                            "base_default_next": nxt,
-                            "next_tables": {what: nxt},
-                            "default_entry": {
-                                "action_id": aid,
-                                "action_const": True,
-                                "action_data": [],
-                                "action_entry_const": True,
-                            },
-                        }
-                    )
-                    nxt = name
-                else:
-                    cond, then, other = what
-                    true_next, false_next = chain(then, nxt), chain(other, nxt)
-                    name = f"node_{len(conditionals)}"
-                    conditionals.append(
-                        {
-                            "name": name,
-                            "id": len(conditionals),
-                            "expression": cond,
-                            "true_next": true_next,
-                            "false_next": false_next,
-                        }
-                    )
-                    nxt = name
-            return nxt
-
-        init = chain(self.nodes, None)
+        self._ids = {"table": 0, "conditional": 0}  # unique over both pipelines, as p4c's
+        pipelines = []
+        for i, name in enumerate(("ingress", "egress")):
+            tables: list[JSON] = []
+            conditionals: list[JSON] = []
+            init = self._chain(self.nodes[name], None, tables, conditionals)
+            pipelines.append(
+                {
+                    "name": name,
+                    "id": i,
+                    "init_table": init,
+                    "tables": tables,
+                    "action_profiles": [],
+                    "conditionals": conditionals,
+                }
+            )
         return {
             "header_types": self.types,
             "headers": self.headers,
             **self.extra,
-            "field_lists": [],
             "errors": ERRORS,
             "enums": [],
             "parsers": [
@@ -310,24 +360,7 @@ class Builder:
             "register_arrays": [],
             "learn_lists": [],
             "actions": self.actions,
-            "pipelines": [
-                {
-                    "name": "ingress",
-                    "id": 0,
-                    "init_table": init,
-                    "tables": tables,
-                    "action_profiles": [],
-                    "conditionals": conditionals,
-                },
-                {
-                    "name": "egress",
-                    "id": 1,
-                    "init_table": None,
-                    "tables": [],
-                    "action_profiles": [],
-                    "conditionals": [],
-                },
-            ],
+            "pipelines": pipelines,
             "force_arith": [],
             "extern_instances": [],
             "field_aliases": [],
@@ -571,11 +604,287 @@ def ipv4_options() -> JSON:
     return b.build()
 
 
+CALC = [
+    "calc_t",
+    [
+        *fields("a:8 b:8"),
+        ["sa", 8, True],
+        ["sb", 8, True],
+        *fields("w:16 r_add:8 r_sub:8 r_mul:8 r_shl:8 r_shr:8 r_not:8 r_usat_add:8"),
+        *fields("r_usat_sub:8"),
+        ["r_ssat_add", 8, True],
+        ["r_sadd", 8, True],
+        ["r_sshr", 8, True],
+        *fields("r_slt:8 r_cat:16 r_slice:8 r_tern:8 r_bool:8"),
+    ],
+]
+CALC_ETHERTYPE = 0x88B5  # IEEE's local experimental EtherType
+
+
+def ethernet_then_calc(b: Builder) -> None:
+    """Ethernet, then the calc header when the EtherType says so; egress port 2."""
+    b.header_type(*ETHERNET)
+    b.header_type(*CALC)
+    b.header("ethernet", "ethernet_t")
+    b.header("calc", "calc_t")
+    b.order = ["ethernet", "calc"]
+    extract = {"op": "extract", "parameters": [{"type": "regular", "value": "ethernet"}]}
+    key = [field("ethernet", "etherType")]
+    b.state("start", [extract], key, [(CALC_ETHERTYPE, "calc"), (None, None)])
+    op = {"op": "extract", "parameters": [{"type": "regular", "value": "calc"}]}
+    b.state("calc", [op], [], [(None, None)])
+
+
+def arith() -> JSON:
+    """Expressions with bmv2's bit-width semantics, results written into the packet.
+
+    header calc_t { bit<8> a; bit<8> b; int<8> sa; int<8> sb; bit<16> w;
+                    bit<8> r_add; ...; int<8> r_ssat_add; ...; bit<8> r_bool; }
+    apply {
+        standard_metadata.egress_spec = 2;
+        c.r_add = c.a + c.b;  c.r_sub = c.a - c.b;  c.r_mul = c.a * c.b;   // wrap at 8 bits
+        c.r_shl = c.a << 3;   c.r_shr = c.a >> (c.b & 7);  c.r_not = ~c.a;
+        c.r_usat_add = c.a |+| c.b;  c.r_usat_sub = c.a |-| c.b;           // saturate
+        c.r_ssat_add = c.sa |+| c.sb;  c.r_sadd = c.sa + c.sb;  c.r_sshr = c.sa >> 2;
+        c.r_slt = (bit<8>) (bit<1>) (c.sa < c.sb);     // a signed comparison
+        c.r_cat = c.a ++ c.b;  c.r_slice = c.w[11:4];
+        c.r_tern = c.a > c.b ? (c.a == 0 ? 8w1 : 8w2) : (c.sb < 0 ? 8w3 : 8w4);
+        c.r_bool = (bit<8>) (bit<1>) ((bool) c.a && !((bool) c.b));
+    }
+    """
+    b = Builder()
+    ethernet_then_calc(b)
+
+    def c(name: str) -> JSON:
+        return field("calc", name)
+
+    def m8(e: JSON) -> JSON:
+        return ex("&", e, hexstr(0xFF))
+
+    a, bb, sa, sb = c("a"), c("b"), c("sa"), c("sb")
+    width8 = hexstr(8)
+    inner = ex("?", hexstr(1), hexstr(2), cond=ex("==", a, hexstr(0)))
+    other = ex("?", hexstr(3), hexstr(4), cond=ex("<", sb, hexstr(0)))
+    both = ex("and", ex("d2b", None, a), ex("not", None, ex("d2b", None, bb)))
+    b.action(
+        "compute",
+        to_port(2),
+        assign(c("r_add"), m8(ex("+", a, bb))),
+        assign(c("r_sub"), m8(ex("-", a, bb))),
+        assign(c("r_mul"), m8(ex("*", a, bb))),
+        assign(c("r_shl"), m8(ex("<<", a, hexstr(3)))),
+        assign(c("r_shr"), ex(">>", a, ex("&", bb, hexstr(7)))),
+        assign(c("r_not"), m8(ex("~", None, a))),
+        assign(c("r_usat_add"), ex("usat_cast", ex("+", a, bb), width8)),
+        assign(c("r_usat_sub"), ex("usat_cast", ex("-", a, bb), width8)),
+        assign(c("r_ssat_add"), ex("sat_cast", ex("+", sa, sb), width8)),
+        assign(c("r_sadd"), ex("two_comp_mod", ex("+", sa, sb), width8)),
+        assign(c("r_sshr"), ex(">>", sa, hexstr(2))),
+        assign(c("r_slt"), ex("b2d", None, ex("<", sa, sb))),
+        assign(
+            c("r_cat"),
+            ex(
+                "|",
+                ex("&", ex("<<", ex("&", a, hexstr(0xFFFF)), hexstr(8)), hexstr(0xFFFF)),
+                ex("&", bb, hexstr(0xFFFF)),
+            ),
+        ),
+        assign(c("r_slice"), m8(ex(">>", c("w"), hexstr(4)))),
+        assign(c("r_tern"), ex("?", inner, other, cond=ex(">", a, bb))),
+        assign(c("r_bool"), ex("b2d", None, both)),
+    )
+    b.run(("if", (valid("calc"), [("act", "compute")], [("act", "to_3")])))
+    b.action("to_3", to_port(3))
+    return b.build()
+
+
+def match_kinds() -> JSON:
+    """Const entries of every match kind, with priorities and default action data.
+
+    table exact_lpm { key = { c.a: exact; c.w: lpm; }
+        actions = { set_r; }  default_action = set_r(0xee);
+        const entries = { (1, 0x1200 &&& 0xff00): set_r(10);     // written as /8
+                          (1, 0x1234): set_r(11);                // /16: longer wins
+                          (2, _): set_r(12); } }                 // /0
+    table ternary_range { key = { c.b: ternary; c.a: range; c.sa: optional; }
+        actions = { set_r2; }  default_action = set_r2(0x99);
+        const entries = { (0x0f &&& 0x0f, 0 .. 100, _): set_r2(1);   // first listed wins
+                          (_, 50 .. 200, _): set_r2(2);
+                          (_, _, 5): set_r2(3); } }
+    apply { standard_metadata.egress_spec = 2; exact_lpm.apply(); ternary_range.apply(); }
+    """
+    b = Builder()
+    ethernet_then_calc(b)
+    b.action(
+        "set_r",
+        assign(field("calc", "r_add"), {"type": "runtime_data", "value": 0}),
+        params=(("v", 8),),
+    )
+    b.action(
+        "set_r2",
+        assign(field("calc", "r_sub"), {"type": "runtime_data", "value": 0}),
+        params=(("v", 8),),
+    )
+    b.action("forward", to_port(2))
+
+    def key(mt: str, name: str) -> JSON:
+        return {
+            "match_type": mt,
+            "name": f"hdr.calc.{name}",
+            "target": ["calc", name],
+            "mask": None,
+        }
+
+    def k_exact(v: int) -> JSON:
+        return {"match_type": "exact", "key": hex(v)}
+
+    def k_lpm(v: int, plen: int) -> JSON:
+        return {"match_type": "lpm", "key": hex(v), "prefix_length": plen}
+
+    def k_ternary(v: int, mask: int, mt: str = "ternary") -> JSON:
+        return {"match_type": mt, "key": hex(v), "mask": hex(mask)}
+
+    def k_range(lo: int, hi: int) -> JSON:
+        return {"match_type": "range", "start": hex(lo), "end": hex(hi)}
+
+    exact_lpm = {
+        "name": "exact_lpm",
+        "match_type": "lpm",
+        "actions": ["set_r"],
+        "key": [key("exact", "a"), key("lpm", "w")],
+        "default": ("set_r", [0xEE]),
+        "entries": [
+            ([k_exact(1), k_lpm(0x1200, 8)], "set_r", [10]),
+            ([k_exact(1), k_lpm(0x1234, 16)], "set_r", [11]),
+            ([k_exact(2), k_lpm(0, 0)], "set_r", [12]),
+        ],
+    }
+    ternary_range = {
+        "name": "ternary_range",
+        "match_type": "range",
+        "actions": ["set_r2"],
+        "key": [key("ternary", "b"), key("range", "a"), key("optional", "sa")],
+        "default": ("set_r2", [0x99]),
+        "entries": [
+            ([k_ternary(0x0F, 0x0F), k_range(0, 100), k_ternary(0, 0, "optional")], "set_r2", [1]),
+            ([k_ternary(0, 0), k_range(50, 200), k_ternary(0, 0, "optional")], "set_r2", [2]),
+            ([k_ternary(0, 0), k_range(0, 255), k_ternary(5, 0xFF, "optional")], "set_r2", [3]),
+        ],
+    }
+    b.run(("act", "forward"), ("table", exact_lpm), ("table", ternary_range))
+    return b.build()
+
+
+def hashes() -> JSON:
+    """hash() with each of v1model's algorithms over the same fields, into the packet.
+
+    apply { standard_metadata.egress_spec = 2;
+            hash(c.r_cat, HashAlgorithm.crc16, 16w0, { c.a, c.b, c.w }, 32w65536);
+            ... crcCCITT into (r_add ++ r_sub) ..., csum16, xor16, identity into r_slice
+                (base 3, max 200), crc32's low 16 bits into (r_shl ++ r_shr) ... }
+    """
+    b = Builder(scalars=fields("h16:16 h32:32"))
+    ethernet_then_calc(b)
+    inputs = [field("calc", n) for n in ("a", "b", "w")]
+    algos = ("crc16", "crcCCITT", "csum16", "xor16", "crc32", "identity")
+    b.extra["calculations"] = [
+        {"name": f"calc_{algo}", "id": i, "algo": algo, "input": inputs}
+        for i, algo in enumerate(algos)
+    ]
+
+    def hash_into(dst: JSON, algo: str, base: int, size: int) -> JSON:
+        return prim(
+            "modify_field_with_hash_based_offset",
+            dst,
+            hexstr(base),
+            {"type": "calculation", "value": f"calc_{algo}"},
+            hexstr(size),
+        )
+
+    h16, h32 = field("scalars", "h16"), field("scalars", "h32")
+    b.action(
+        "hash_all",
+        to_port(2),
+        hash_into(field("calc", "r_cat"), "crc16", 0, 1 << 16),
+        hash_into(h16, "crcCCITT", 0, 1 << 16),
+        assign(field("calc", "r_add"), ex("&", ex(">>", h16, hexstr(8)), hexstr(0xFF))),
+        assign(field("calc", "r_sub"), ex("&", h16, hexstr(0xFF))),
+        hash_into(h16, "csum16", 0, 1 << 16),
+        assign(field("calc", "r_mul"), ex("&", ex(">>", h16, hexstr(8)), hexstr(0xFF))),
+        assign(field("calc", "r_not"), ex("&", h16, hexstr(0xFF))),
+        hash_into(h16, "xor16", 0, 1 << 16),
+        assign(field("calc", "r_usat_add"), ex("&", ex(">>", h16, hexstr(8)), hexstr(0xFF))),
+        assign(field("calc", "r_usat_sub"), ex("&", h16, hexstr(0xFF))),
+        hash_into(h32, "crc32", 0, 0xFFFFFFFF),
+        assign(field("calc", "r_shl"), ex("&", ex(">>", h32, hexstr(8)), hexstr(0xFF))),
+        assign(field("calc", "r_shr"), ex("&", h32, hexstr(0xFF))),
+        hash_into(field("calc", "r_slice"), "identity", 3, 200),
+    )
+    b.run(("act", "hash_all"))
+    return b.build()
+
+
+def recirculate_resubmit() -> JSON:
+    """Recirculation and resubmission: each packet is sent once, after its second pass.
+
+    apply {  // ingress
+        if (standard_metadata.instance_type == 6) {          // resubmitted
+            c.r_sub = 0x66; standard_metadata.egress_spec = 4;
+        } else if (c.a == 2) { resubmit_preserving_field_list(0); }
+        else { standard_metadata.egress_spec = c.r_add == 0x55 ? 9w3 : 9w2; }
+    }
+    apply {  // egress
+        if (c.a == 1 && c.r_add == 0) { c.r_add = 0x55; recirculate_preserving_field_list(0); }
+    }
+    """
+    b = Builder()
+    ethernet_then_calc(b)
+    r_add = field("calc", "r_add")
+    b.action("resubmitted", assign(field("calc", "r_sub"), hexstr(0x66)), to_port(4))
+    b.action("resubmit", prim("resubmit", hexstr(0)))
+    b.action(
+        "route",
+        assign(
+            field("standard_metadata", "egress_spec"),
+            ex("?", hexstr(3), hexstr(2), cond=ex("==", r_add, hexstr(0x55))),
+        ),
+    )
+    b.action("recirculate", assign(r_add, hexstr(0x55)), prim("recirculate", hexstr(0)))
+    instance = field("standard_metadata", "instance_type")
+    b.run(
+        (
+            "if",
+            (
+                ex("==", instance, hexstr(6)),
+                [("act", "resubmitted")],
+                [
+                    (
+                        "if",
+                        (
+                            ex("==", field("calc", "a"), hexstr(2)),
+                            [("act", "resubmit")],
+                            [("act", "route")],
+                        ),
+                    ),
+                ],
+            ),
+        )
+    )
+    first_pass = ex("and", ex("==", field("calc", "a"), hexstr(1)), ex("==", r_add, hexstr(0)))
+    b.run_egress(("if", (first_pass, [("act", "recirculate")], [])))
+    b.extra["field_lists"] = [{"id": 0, "name": "empty", "elements": []}]
+    return b.build()
+
+
 PROGRAMS = {
     "vlan_stack": vlan_stack,
     "union_rewrite": union_rewrite,
     "union_stack_decap": union_stack_decap,
     "ipv4_options": ipv4_options,
+    "arith": arith,
+    "match_kinds": match_kinds,
+    "hashes": hashes,
+    "recirculate_resubmit": recirculate_resubmit,
 }
 
 
@@ -709,9 +1018,189 @@ def _options_cases() -> list[Case]:
     return cases
 
 
+CALC_RESULTS = [
+    "r_add", "r_sub", "r_mul", "r_shl", "r_shr", "r_not", "r_usat_add", "r_usat_sub",
+    "r_ssat_add", "r_sadd", "r_sshr", "r_slt", "r_cat", "r_slice", "r_tern", "r_bool",
+]  # fmt: skip
+
+
+def calc_frame(a: int, b: int, sa: int, sb: int, w: int, **results: int) -> bytes:
+    """Ethernet + calc header; result fields not given are 0."""
+    r = {name: results.get(name, 0) for name in CALC_RESULTS}
+    header = struct.pack("!BBbbH", a, b, sa, sb, w)
+    for name in CALC_RESULTS:
+        fmt = "!H" if name == "r_cat" else ("!b" if name in SIGNED_RESULTS else "!B")
+        header += struct.pack(fmt, r[name])
+    return bytes(_eth(CALC_ETHERTYPE)) + header + PAYLOAD
+
+
+SIGNED_RESULTS = ("r_ssat_add", "r_sadd", "r_sshr")
+
+
+def _arith_cases() -> list[Case]:
+    rng = random.Random(18)
+    inputs = [
+        (0, 0, 0, 0, 0),
+        (255, 1, 127, 1, 0xFFFF),
+        (1, 255, -128, -1, 0x0FF0),
+        (200, 100, -100, -100, 0x1234),
+        (7, 7, 5, -5, 0xABCD),
+    ]
+    inputs += [
+        (
+            rng.randrange(256),
+            rng.randrange(256),
+            rng.randrange(-128, 128),
+            rng.randrange(-128, 128),
+            rng.randrange(1 << 16),
+        )
+        for _ in range(8)
+    ]
+    cases = []
+    for a, b, sa, sb, w in inputs:
+        wrapped = (sa + sb + 128) % 256 - 128
+        expected = calc_frame(
+            a,
+            b,
+            sa,
+            sb,
+            w,
+            r_add=(a + b) & 0xFF,
+            r_sub=(a - b) & 0xFF,
+            r_mul=(a * b) & 0xFF,
+            r_shl=(a << 3) & 0xFF,
+            r_shr=a >> (b & 7),
+            r_not=~a & 0xFF,
+            r_usat_add=min(a + b, 255),
+            r_usat_sub=max(a - b, 0),
+            r_ssat_add=max(-128, min(127, sa + sb)),
+            r_sadd=wrapped,
+            r_sshr=sa >> 2,
+            r_slt=int(sa < sb),
+            r_cat=(a << 8) | b,
+            r_slice=(w >> 4) & 0xFF,
+            r_tern=(1 if a == 0 else 2) if a > b else (3 if sb < 0 else 4),
+            r_bool=int(bool(a) and not b),
+        )
+        what = f"a={a} b={b} sa={sa} sb={sb} w={w:#x}"
+        cases.append(Case(what, 1, calc_frame(a, b, sa, sb, w), ((2, expected),)))
+    other = bytes(_eth(0x0800)) + PAYLOAD
+    cases.append(Case("no calc header", 1, other, ((3, other),)))
+    return cases
+
+
+def _match_cases() -> list[Case]:
+    def exact_lpm(a: int, w: int) -> int:
+        if a == 1 and w == 0x1234:
+            return 11  # the /16 entry: the longest prefix
+        if a == 1 and w >> 8 == 0x12:
+            return 10
+        return 12 if a == 2 else 0xEE
+
+    def ternary_range(b: int, a: int, sa: int) -> int:
+        if b & 0x0F == 0x0F and a <= 100:
+            return 1  # listed first: the highest priority
+        if 50 <= a <= 200:
+            return 2
+        return 3 if sa == 5 else 0x99
+
+    cases = []
+    for a, b, sa, w in (
+        (1, 0, 0, 0x1234),
+        (1, 0, 0, 0x12FF),
+        (1, 0, 0, 0x1334),
+        (2, 0, 0, 0xBEEF),
+        (3, 0, 0, 0x1234),
+        (60, 0x1F, 0, 0),
+        (60, 0x10, 0, 0),
+        (220, 0, 5, 0),
+        (220, 0, -3, 0),
+        (100, 0xFF, 5, 0),
+        (101, 0xFF, 5, 0),
+        (201, 0x0F, 5, 0),
+        (201, 0x0F, 6, 0),
+    ):
+        r_add, r_sub = exact_lpm(a, w), ternary_range(b, a, sa)
+        frame = calc_frame(a, b, sa, 0, w)
+        out = calc_frame(a, b, sa, 0, w, r_add=r_add, r_sub=r_sub)
+        what = f"a={a} b={b:#x} sa={sa} w={w:#x} -> {r_add}, {r_sub}"
+        cases.append(Case(what, 1, frame, ((2, out),)))
+    return cases
+
+
+def crc16_arc(data: bytes) -> int:
+    """CRC-16/ARC (bmv2's crc16): poly 0x8005 reflected, init 0, no final xor."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
+def words16(data: bytes) -> list[int]:
+    return [int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2)]
+
+
+def _hash_cases() -> list[Case]:
+    cases = []
+    for a, b, w in ((0, 0, 0), (1, 2, 0x0304), (0xFF, 0xFF, 0xFFFF), (0x12, 0x34, 0x5678)):
+        data = bytes([a, b, w >> 8, w & 0xFF])
+        ccitt = binascii.crc_hqx(data, 0xFFFF)  # CRC-16/CCITT-FALSE
+        total = sum(words16(data))
+        while total >> 16:
+            total = (total & 0xFFFF) + (total >> 16)
+        csum = ~total & 0xFFFF
+        xor = 0
+        for word in words16(data):
+            xor ^= word
+        crc32 = zlib.crc32(data) % 0xFFFFFFFF
+        out = calc_frame(
+            a,
+            b,
+            0,
+            0,
+            w,
+            r_cat=crc16_arc(data),
+            r_add=ccitt >> 8,
+            r_sub=ccitt & 0xFF,
+            r_mul=csum >> 8,
+            r_not=csum & 0xFF,
+            r_usat_add=xor >> 8,
+            r_usat_sub=xor & 0xFF,
+            r_shl=(crc32 >> 8) & 0xFF,
+            r_shr=crc32 & 0xFF,
+            r_slice=3 + int.from_bytes(data, "big") % 200,
+        )
+        cases.append(Case(f"a={a} b={b} w={w:#x}", 1, calc_frame(a, b, 0, 0, w), ((2, out),)))
+    return cases
+
+
+def _recirculation_cases() -> list[Case]:
+    return [
+        Case(
+            "recirculated once, sent after its second pass",
+            1,
+            calc_frame(1, 0, 0, 0, 0),
+            ((3, calc_frame(1, 0, 0, 0, 0, r_add=0x55)),),
+        ),
+        Case(
+            "resubmitted once, sent after its second pass",
+            1,
+            calc_frame(2, 0, 0, 0, 0),
+            ((4, calc_frame(2, 0, 0, 0, 0, r_sub=0x66)),),
+        ),
+        Case("neither", 1, calc_frame(3, 0, 0, 0, 0), ((2, calc_frame(3, 0, 0, 0, 0)),)),
+    ]
+
+
 CASES = {
     "vlan_stack": _vlan_cases,
     "union_rewrite": _union_cases,
     "union_stack_decap": _decap_cases,
     "ipv4_options": _options_cases,
+    "arith": _arith_cases,
+    "match_kinds": _match_cases,
+    "hashes": _hash_cases,
+    "recirculate_resubmit": _recirculation_cases,
 }
