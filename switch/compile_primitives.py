@@ -111,8 +111,9 @@ class PrimitiveCompiler(ExpressionCompiler):
             em(f"pkt.clone_fl = {x(params[1])}")
         elif op in ("resubmit", "recirculate"):
             em(f"pkt.{op} = {x(params[0])} or -1")
-        elif op == "truncate":
-            em(f"pkt.truncate = {x(params[0])}")
+        elif op == "truncate":  # several calls: the shortest length holds (bmv2's Packet)
+            em(f"_t = {x(params[0])}")
+            em("pkt.truncate = min(pkt.truncate, _t) if pkt.truncate else _t")
         else:
             self.extern_primitive(op, params, em)
 

@@ -85,6 +85,11 @@ def hexstr(value: int) -> JSON:
     return {"type": "hexstr", "value": hex(value)}
 
 
+def hexbytes(value: int, bits: int) -> str:
+    """A value as bmv2 reads match keys and select values: exactly the field's bytes."""
+    return "0x" + value.to_bytes((bits + 7) // 8, "big").hex()
+
+
 def ex(op: str, left: JSON | None, right: JSON, **more: JSON) -> JSON:
     """An expression node (inside an expression, or a conditional's expression)."""
     return {"type": "expression", "value": {"op": op, "left": left, "right": right, **more}}
@@ -220,8 +225,10 @@ class Builder:
         ops: list[JSON],
         key: list[JSON],
         transitions: list[tuple[int | None, str | None]],
+        key_bits: int = 16,
     ) -> None:
-        """transitions: (value or None for default, next state or None to accept)."""
+        """transitions: (value or None for default, next state or None to accept); values
+        padded to the key's bytes (`key_bits`)."""
         self.states.append(
             {
                 "name": name,
@@ -231,7 +238,12 @@ class Builder:
                 "transitions": [
                     {"type": "default", "value": None, "mask": None, "next_state": nxt}
                     if v is None
-                    else {"type": "hexstr", "value": hex(v), "mask": None, "next_state": nxt}
+                    else {
+                        "type": "hexstr",
+                        "value": hexbytes(v, key_bits),
+                        "mask": None,
+                        "next_state": nxt,
+                    }
                     for v, nxt in transitions
                 ],
             }
@@ -535,7 +547,7 @@ def union_stack_decap() -> JSON:
     for member, next_field in (("v4", "protocol"), ("v6", "nextHdr")):
         op = {"op": "extract", "parameters": [{"type": "union_stack", "value": ["ip", member]}]}
         key = {"type": "union_stack_field", "value": ["ip", member, next_field]}
-        b.state(member, [op], [key], [(4, "v4"), (41, "v6"), (None, None)])
+        b.state(member, [op], [key], [(4, "v4"), (41, "v6"), (None, None)], key_bits=8)
     inner_v4 = valid("ip[0].v4")
     b.action("forward", to_port(2))
     b.action(
@@ -559,8 +571,9 @@ def ipv4_options() -> JSON:
     checksum recomputed over the options too.
 
         header ipv4_t { ...; bit<32> dstAddr; varbit<320> options; }
-        state ipv4 {  // p4c: extract_VL, the length from IHL looked ahead
-            packet.extract(hdr.ipv4, ((bit<32>) packet.lookahead<bit<8>>()[3:0] << 5) - 160);
+        state ipv4 {  // p4c: a `set` of the lookahead, then extract_VL
+            tmp = (bit<32>) packet.lookahead<bit<8>>()[3:0];
+            packet.extract(hdr.ipv4, (tmp << 5) - 160);
             transition accept;
         }
         apply { standard_metadata.egress_spec = 2; hdr.ipv4.ttl = hdr.ipv4.ttl - 1; }
@@ -575,14 +588,14 @@ def ipv4_options() -> JSON:
     b.order = ["ethernet", "ipv4"]
     extract = {"op": "extract", "parameters": [{"type": "regular", "value": "ethernet"}]}
     b.state("start", [extract], [field("ethernet", "etherType")], [(0x0800, "ipv4"), (None, None)])
-    ihl = {"type": "lookahead", "value": [4, 4]}  # IHL, before the header is extracted
+    ihl = field("scalars", "tmp")  # IHL looked ahead: bmv2 expressions have no lookahead
+    look = {"op": "set", "parameters": [ihl, {"type": "lookahead", "value": [4, 4]}]}
     length = ex("&", ex("-", ex("<<", ihl, hexstr(5)), hexstr(160)), hexstr(0xFFFFFFFF))
-    b.state(
-        "ipv4",
-        [{"op": "extract_VL", "parameters": [{"type": "regular", "value": "ipv4"}, length]}],
-        [],
-        [(None, None)],
-    )
+    extract_vl = {
+        "op": "extract_VL",
+        "parameters": [{"type": "regular", "value": "ipv4"}, param(length)],
+    }
+    b.state("ipv4", [look, extract_vl], [], [(None, None)])
     ttl = field("ipv4", "ttl")
     b.action("forward", to_port(2), assign(ttl, ex("&", ex("-", ttl, hexstr(1)), hexstr(0xFF))))
     b.run(("act", "forward"))
@@ -706,7 +719,7 @@ def match_kinds() -> JSON:
         const entries = { (1, 0x1200 &&& 0xff00): set_r(10);     // written as /8
                           (1, 0x1234): set_r(11);                // /16: longer wins
                           (2, _): set_r(12); } }                 // /0
-    table ternary_range { key = { c.b: ternary; c.a: range; c.sa: optional; }
+    table ternary_range { key = { c.b: ternary; c.a: range; c.sa: optional; }  // p4c: ternary
         actions = { set_r2; }  default_action = set_r2(0x99);
         const entries = { (0x0f &&& 0x0f, 0 .. 100, _): set_r2(1);   // first listed wins
                           (_, 50 .. 200, _): set_r2(2);
@@ -736,16 +749,16 @@ def match_kinds() -> JSON:
         }
 
     def k_exact(v: int) -> JSON:
-        return {"match_type": "exact", "key": hex(v)}
+        return {"match_type": "exact", "key": hexbytes(v, 8)}
 
     def k_lpm(v: int, plen: int) -> JSON:
-        return {"match_type": "lpm", "key": hex(v), "prefix_length": plen}
+        return {"match_type": "lpm", "key": hexbytes(v, 16), "prefix_length": plen}
 
-    def k_ternary(v: int, mask: int, mt: str = "ternary") -> JSON:
-        return {"match_type": mt, "key": hex(v), "mask": hex(mask)}
+    def k_ternary(v: int, mask: int) -> JSON:
+        return {"match_type": "ternary", "key": hexbytes(v, 8), "mask": hexbytes(mask, 8)}
 
     def k_range(lo: int, hi: int) -> JSON:
-        return {"match_type": "range", "start": hex(lo), "end": hex(hi)}
+        return {"match_type": "range", "start": hexbytes(lo, 8), "end": hexbytes(hi, 8)}
 
     exact_lpm = {
         "name": "exact_lpm",
@@ -763,12 +776,12 @@ def match_kinds() -> JSON:
         "name": "ternary_range",
         "match_type": "range",
         "actions": ["set_r2"],
-        "key": [key("ternary", "b"), key("range", "a"), key("optional", "sa")],
+        "key": [key("ternary", "b"), key("range", "a"), key("ternary", "sa")],
         "default": ("set_r2", [0x99]),
         "entries": [
-            ([k_ternary(0x0F, 0x0F), k_range(0, 100), k_ternary(0, 0, "optional")], "set_r2", [1]),
-            ([k_ternary(0, 0), k_range(50, 200), k_ternary(0, 0, "optional")], "set_r2", [2]),
-            ([k_ternary(0, 0), k_range(0, 255), k_ternary(5, 0xFF, "optional")], "set_r2", [3]),
+            ([k_ternary(0x0F, 0x0F), k_range(0, 100), k_ternary(0, 0)], "set_r2", [1]),
+            ([k_ternary(0, 0), k_range(50, 200), k_ternary(0, 0)], "set_r2", [2]),
+            ([k_ternary(0, 0), k_range(0, 255), k_ternary(5, 0xFF)], "set_r2", [3]),
         ],
     }
     b.run(("act", "forward"), ("table", exact_lpm), ("table", ternary_range))
@@ -876,6 +889,28 @@ def recirculate_resubmit() -> JSON:
     return b.build()
 
 
+def truncate() -> JSON:
+    """truncate(): the frame leaves cut to the shortest length asked for.
+
+    apply { standard_metadata.egress_spec = 2;
+            if (c.a == 1) { truncate(30); truncate(20); }   // 20 bytes leave
+            else if (c.a == 2) { truncate(1000); } }       // longer than the frame
+    """
+    b = Builder()
+    ethernet_then_calc(b)
+    b.action("forward", to_port(2))
+    b.action("cut_twice", prim("truncate", hexstr(20)), prim("truncate", hexstr(30)))
+    b.action("cut_long", prim("truncate", hexstr(1000)))
+    a = field("calc", "a")
+    b.run(
+        ("act", "forward"),
+        ("if", (ex("==", a, hexstr(1)), [("act", "cut_twice")], [
+            ("if", (ex("==", a, hexstr(2)), [("act", "cut_long")], [])),
+        ])),
+    )  # fmt: skip
+    return b.build()
+
+
 PROGRAMS = {
     "vlan_stack": vlan_stack,
     "union_rewrite": union_rewrite,
@@ -885,6 +920,7 @@ PROGRAMS = {
     "match_kinds": match_kinds,
     "hashes": hashes,
     "recirculate_resubmit": recirculate_resubmit,
+    "truncate": truncate,
 }
 
 
@@ -1194,6 +1230,15 @@ def _recirculation_cases() -> list[Case]:
     ]
 
 
+def _truncate_cases() -> list[Case]:
+    frames = {a: calc_frame(a, 0, 0, 0, 0) for a in (1, 2, 3)}
+    return [
+        Case("truncate(20) then truncate(30): 20 bytes", 1, frames[1], ((2, frames[1][:20]),)),
+        Case("truncate(1000): the whole frame", 1, frames[2], ((2, frames[2]),)),
+        Case("no truncate", 1, frames[3], ((2, frames[3]),)),
+    ]
+
+
 CASES = {
     "vlan_stack": _vlan_cases,
     "union_rewrite": _union_cases,
@@ -1203,4 +1248,5 @@ CASES = {
     "match_kinds": _match_cases,
     "hashes": _hash_cases,
     "recirculate_resubmit": _recirculation_cases,
+    "truncate": _truncate_cases,
 }
