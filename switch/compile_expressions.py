@@ -209,8 +209,8 @@ class ExpressionCompiler:
         )
 
     def equal(self, left: dict[str, Any], right: dict[str, Any]) -> str:
-        """Header (or union) equality as bmv2 compares them: both invalid, or the same
-        member valid with equal fields."""
+        """Header (or union) equality as bmv2 compares them: the same member valid in both
+        with equal fields (two invalid headers are unequal)."""
         if unwrap(left)["type"] == "header_union" or op_of(left) == "dereference_union_stack":
             return f"unions_equal(_HT, f, {self.union_ref(left)}, {self.union_ref(right)})"
         return f"headers_equal(_HT, f, {self.header_index(left)}, {self.header_index(right)})"

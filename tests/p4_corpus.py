@@ -391,6 +391,9 @@ def ethernet_then_ip(b: Builder) -> None:
 # -- the programs ----------------------------------------------------------------------------
 
 
+SAME_TAGS_SRC = 0xEEEEEEEEEEEE  # the vlan program's mark of two equal first tags
+
+
 def vlan_stack() -> JSON:
     """Header stack: parse up to 3 VLAN tags, selecting on `.last`; a run-time index.
 
@@ -406,6 +409,9 @@ def vlan_stack() -> JSON:
     }
     apply {
         standard_metadata.egress_spec = 2;
+        if (hdr.vlan[0] == hdr.vlan[1]) {           // bmv2: both valid, every field equal
+            hdr.ethernet.src = 0xeeeeeeeeeeee;
+        }
         if (hdr.vlan[0].isValid()) {
             tmp = (bit<32>) hdr.ethernet.dst[7:0];   // the index comes from the packet
             hdr.vlan[tmp].vid = 12w7;                // past the stack: out of bounds
@@ -448,9 +454,12 @@ def vlan_stack() -> JSON:
         ),
     )
     b.action("to_error_port", to_port(3))
+    b.action("same_tags", assign(field("ethernet", "src"), hexstr(SAME_TAGS_SRC)))
     parser_error = ex("!=", field("standard_metadata", "parser_error"), hexstr(0))
+    same = ex("==", *({"type": "header", "value": f"vlan[{i}]"} for i in (0, 1)))
     b.run(
         ("act", "forward"),
+        ("if", (same, [("act", "same_tags")], [])),
         ("if", (valid("vlan[0]"), [("act", "set_index"), ("act", "rewrite")], [])),
         ("if", (parser_error, [("act", "to_error_port")], [])),
     )
@@ -971,6 +980,15 @@ def _vlan_cases() -> list[Case]:
     cases.append(Case("index 2 of 1 tag: invalid element", 1, bytes(p), ((2, bytes(p)),)))
     p = _eth(0x8100, dst="00:00:00:00:00:09") / Dot1Q(vlan=100, type=0x0800) / PAYLOAD
     cases.append(Case("index 9: out of bounds", 1, bytes(p), (), bmv2=False))
+    # header equality: two equal tags, compared before the index rewrites one of them
+    p = _eth(0x8100, dst="00:00:00:00:00:02")
+    for vid, ether_type in ((100, 0x8100), (100, 0x8100), (200, 0x0800)):
+        p = p / Dot1Q(vlan=vid, type=ether_type)
+    p = p / PAYLOAD
+    out = p.copy()
+    out[Ether].src = ":".join(["ee"] * 6)
+    out.getlayer(Dot1Q, 3).vlan, out.getlayer(Dot1Q, 3).prio = 7, 5
+    cases.append(Case("tags 0 and 1 equal", 1, bytes(p), ((2, bytes(out)),)))
     return cases
 
 
