@@ -81,7 +81,8 @@ class PrimitiveCompiler(ExpressionCompiler):
             em(f"stack_set_next(pkt, {dst!r}, stack_next(pkt, {src!r}))")
         elif op in ("push", "pop"):
             stack, ids = self.stack_elements(params[0])
-            em(f"stack_{op}(_HT, f, pkt, {stack!r}, {ids}, {x(params[1])})")
+            union = params[0]["type"] == "header_union_stack"
+            em(f"stack_{op}(_HT, f, pkt, {stack!r}, {ids}, {x(params[1])}, {union})")
         elif op in ("add_header", "add_header_fast", "remove_header"):
             idx = self.header_index(params[0])
             em(f"{op}(_HT, f, pkt, {idx})")
@@ -109,8 +110,8 @@ class PrimitiveCompiler(ExpressionCompiler):
         elif op in ("clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress"):
             em(f"pkt.clone_session = {x(params[0])}")
             em(f"pkt.clone_fl = {x(params[1])}")
-        elif op in ("resubmit", "recirculate"):
-            em(f"pkt.{op} = {x(params[0])} or -1")
+        elif op in ("resubmit", "recirculate"):  # field list 0: none (simple_switch's flag)
+            em(f"pkt.{op} = {x(params[0])}")
         elif op == "truncate":  # several calls: the shortest length holds (bmv2's Packet)
             em(f"_t = {x(params[0])}")
             em("pkt.truncate = min(pkt.truncate, _t) if pkt.truncate else _t")

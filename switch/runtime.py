@@ -241,38 +241,52 @@ def stack_set_next(pkt: Pkt, stack: str, value: int) -> None:
     pkt.stack_next[stack] = value
 
 
-def _move_element(ht: HeaderTable, f: list[int], dst: list[int], src: list[int]) -> None:
-    for a, b in zip(dst, src, strict=True):
-        copy_header(ht, f, a, b)
+def _swap(ht: HeaderTable, f: list[int], a: list[int], b: list[int]) -> None:
+    """Exchange two stack elements' headers, fields and validity (bmv2's swap_values)."""
+    for ha, hb in zip(a, b, strict=True):
+        for x, y in zip([*ht.slots[ha], ht.valid[ha]], [*ht.slots[hb], ht.valid[hb]], strict=True):
+            f[x], f[y] = f[y], f[x]
 
 
-def _invalidate(ht: HeaderTable, f: list[int], element: list[int]) -> None:
-    for h in element:
-        f[ht.valid[h]] = 0
+def _invalidate(ht: HeaderTable, f: list[int], element: list[int], union: bool) -> None:
+    """A vacated element becomes invalid; a union's does not: bmv2's HeaderUnion::mark_invalid
+    is a no-op on purpose, so it keeps what the shift swapped into it."""
+    if not union:
+        for h in element:
+            f[ht.valid[h]] = 0
 
 
 def stack_push(
-    ht: HeaderTable, f: list[int], pkt: Pkt, stack: str, ids: list[list[int]], n: int
-) -> None:
-    """push_front(n): shift elements towards the end; the first n become invalid."""
-    for i in range(len(ids) - 1, -1, -1):
-        if i >= n:
-            _move_element(ht, f, ids[i], ids[i - n])
-        else:
-            _invalidate(ht, f, ids[i])
-    stack_set_next(pkt, stack, min(len(ids), stack_next(pkt, stack) + n))
+    ht: HeaderTable, f: list[int], pkt: Pkt, stack: str, ids: list[list[int]], n: int,
+    union: bool = False,
+) -> None:  # fmt: skip
+    """push_front(n) as bmv2's StackP4_16: swap elements towards the end, then the first n
+    become invalid (header stacks only, see _invalidate)."""
+    if n <= 0:
+        return
+    size = len(ids)
+    stack_set_next(pkt, stack, min(size, stack_next(pkt, stack) + n))
+    for i in range(size - 1, n - 1, -1):
+        _swap(ht, f, ids[i], ids[i - n])
+    for i in range(min(size, n)):
+        _invalidate(ht, f, ids[i], union)
 
 
 def stack_pop(
-    ht: HeaderTable, f: list[int], pkt: Pkt, stack: str, ids: list[list[int]], n: int
-) -> None:
-    """pop_front(n): shift elements towards the front; the last n become invalid."""
-    for i in range(len(ids)):
-        if i + n < len(ids):
-            _move_element(ht, f, ids[i], ids[i + n])
-        else:
-            _invalidate(ht, f, ids[i])
-    stack_set_next(pkt, stack, max(0, stack_next(pkt, stack) - n))
+    ht: HeaderTable, f: list[int], pkt: Pkt, stack: str, ids: list[list[int]], n: int,
+    union: bool = False,
+) -> None:  # fmt: skip
+    """pop_front(n) as bmv2's StackP4_16: swap elements towards the front, then the last n
+    become invalid (header stacks only, see _invalidate)."""
+    if n <= 0:
+        return
+    size = len(ids)
+    stack_set_next(pkt, stack, stack_next(pkt, stack) - min(stack_next(pkt, stack), n))
+    kept = max(0, size - n)
+    for i in range(kept):
+        _swap(ht, f, ids[i], ids[i + n])
+    for i in range(kept, size):
+        _invalidate(ht, f, ids[i], union)
 
 
 HELPERS: tuple[Callable[..., Any], ...] = (

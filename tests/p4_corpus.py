@@ -526,7 +526,10 @@ def union_rewrite() -> JSON:
 
 def union_stack_decap() -> JSON:
     """Header union stack: IP-in-IP of either family, parsed by `.last` of a union stack,
-    decapsulated by pop_front.
+    decapsulated by pop_front. bmv2 leaves a union that pop_front vacates as the shift left
+    it (its HeaderUnion::mark_invalid is a no-op on purpose, unlike P4's spec): the outer
+    header moves to ip[1] and stays valid unless the program invalidates it, as this one
+    does for IPv4 only, so an IPv6 outer header is still emitted after the inner one.
 
         header_union ip_t { ipv4_t v4; ipv6_t v6; }
         struct headers { ethernet_t ethernet; ip_t[2] ip; }
@@ -540,6 +543,7 @@ def union_stack_decap() -> JSON:
             standard_metadata.egress_spec = 2;
             if (hdr.ip[1].isValid()) {                  // tunnelled: drop the outer header
                 hdr.ip.pop_front(1);
+                hdr.ip[1].v4.setInvalid();              // not .v6: see above
                 hdr.ethernet.etherType = hdr.ip[0].v4.isValid() ? 16w0x0800 : 16w0x86dd;
             }
         }
@@ -562,6 +566,7 @@ def union_stack_decap() -> JSON:
     b.action(
         "decap",
         prim("pop", {"type": "header_union_stack", "value": "ip"}, hexstr(1)),
+        prim("remove_header", {"type": "header", "value": "ip[1].v4"}),
         assign(
             field("ethernet", "etherType"), ex("?", hexstr(0x0800), hexstr(0x86DD), cond=inner_v4)
         ),
@@ -852,7 +857,7 @@ def recirculate_resubmit() -> JSON:
     apply {  // ingress
         if (standard_metadata.instance_type == 6) {          // resubmitted
             c.r_sub = 0x66; standard_metadata.egress_spec = 4;
-        } else if (c.a == 2) { resubmit_preserving_field_list(0); }
+        } else if (c.a == 2) { resubmit_preserving_field_list(0); }  // p4c: field list 1
         else { standard_metadata.egress_spec = c.r_add == 0x55 ? 9w3 : 9w2; }
     }
     apply {  // egress
@@ -863,7 +868,7 @@ def recirculate_resubmit() -> JSON:
     ethernet_then_calc(b)
     r_add = field("calc", "r_add")
     b.action("resubmitted", assign(field("calc", "r_sub"), hexstr(0x66)), to_port(4))
-    b.action("resubmit", prim("resubmit", hexstr(0)))
+    b.action("resubmit", prim("resubmit", hexstr(1)))
     b.action(
         "route",
         assign(
@@ -871,7 +876,7 @@ def recirculate_resubmit() -> JSON:
             ex("?", hexstr(3), hexstr(2), cond=ex("==", r_add, hexstr(0x55))),
         ),
     )
-    b.action("recirculate", assign(r_add, hexstr(0x55)), prim("recirculate", hexstr(0)))
+    b.action("recirculate", assign(r_add, hexstr(0x55)), prim("recirculate", hexstr(1)))
     instance = field("standard_metadata", "instance_type")
     b.run(
         (
@@ -894,7 +899,8 @@ def recirculate_resubmit() -> JSON:
     )
     first_pass = ex("and", ex("==", field("calc", "a"), hexstr(1)), ex("==", r_add, hexstr(0)))
     b.run_egress(("if", (first_pass, [("act", "recirculate")], [])))
-    b.extra["field_lists"] = [{"id": 0, "name": "empty", "elements": []}]
+    # p4c numbers field lists from 1: simple_switch reads 0 as "not resubmitted"
+    b.extra["field_lists"] = [{"id": 1, "name": "empty", "elements": []}]
     return b.build()
 
 
@@ -1014,29 +1020,21 @@ def _union_cases() -> list[Case]:
 
 
 def _decap_cases() -> list[Case]:
-    inner4 = bytes(_v4()) + PAYLOAD
-    inner6 = bytes(_v6()) + PAYLOAD
-    cases = []
-    for outer_name, outer, ether_type in (
-        ("4", bytes(IP(src="192.0.2.1", dst="192.0.2.2", proto=4, ttl=9)), 0x0800),
-        ("6", bytes(IPv6(src="2001:db8::a", dst="2001:db8::b", nh=4, hlim=9)), 0x86DD),
-    ):
-        frame = bytes(_eth(ether_type)) + outer + inner4
-        cases.append(
-            Case(f"4-in-{outer_name}: decapsulated", 1, frame, ((2, bytes(_eth(0x0800)) + inner4),))
-        )
-    outer6 = bytes(IP(src="192.0.2.1", dst="192.0.2.2", proto=41, ttl=9))
-    cases.append(
-        Case(
-            "6-in-4: decapsulated",
-            1,
-            bytes(_eth(0x0800)) + outer6 + inner6,
-            ((2, bytes(_eth(0x86DD)) + inner6),),
-        )
-    )
-    plain = bytes(_eth(0x0800)) + inner4
-    cases.append(Case("plain IPv4: untouched", 1, plain, ((2, plain),)))
-    return cases
+    inner4, inner6 = bytes(_v4()), bytes(_v6())
+    outer4 = bytes(IP(src="192.0.2.1", dst="192.0.2.2", proto=4, ttl=9))
+    outer6 = bytes(IPv6(src="2001:db8::a", dst="2001:db8::b", nh=4, hlim=9))
+    outer4_of_6 = bytes(IP(src="192.0.2.1", dst="192.0.2.2", proto=41, ttl=9))
+    eth4, eth6 = bytes(_eth(0x0800)), bytes(_eth(0x86DD))
+    return [
+        Case("4-in-4: decapsulated", 1, eth4 + outer4 + inner4 + PAYLOAD,
+             ((2, eth4 + inner4 + PAYLOAD),)),
+        # the vacated union keeps the outer IPv6 header, valid (bmv2): emitted after
+        Case("4-in-6: the outer IPv6 header stays in ip[1]", 1, eth6 + outer6 + inner4 + PAYLOAD,
+             ((2, eth4 + inner4 + outer6 + PAYLOAD),)),
+        Case("6-in-4: decapsulated", 1, eth4 + outer4_of_6 + inner6 + PAYLOAD,
+             ((2, eth6 + inner6 + PAYLOAD),)),
+        Case("plain IPv4: untouched", 1, eth4 + inner4 + PAYLOAD, ((2, eth4 + inner4 + PAYLOAD),)),
+    ]  # fmt: skip
 
 
 def _options_cases() -> list[Case]:
