@@ -125,8 +125,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 LEVELS = {"trace": 5, "debug": 10, "info": 20, "warn": 30, "error": 40, "off": 100}
 
 
+# A thread waiting for the GIL gets it only when the holder has run this long: Python's 5 ms
+# default held the data-plane thread, woken for a delay line's release or a packet, behind
+# the gRPC threads' digest and Read work for up to 5 ms per hop on a busy machine.
+GIL_SWITCH_INTERVAL_S = 2e-4
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     handlers: list[logging.Handler] = []
     if args.log_file:
         handlers.append(logging.FileHandler(args.log_file))
