@@ -36,6 +36,11 @@ def compile_into(program: Program, out_dir: Path) -> str:
         raise FileNotFoundError(HOW_TO_GET_P4C)
     # Run beside the sources so the JSON's source references hold no machine-specific path.
     subprocess.run(p4c_command(program, out_dir), check=True, cwd=program.source.parent)
+    # p4c names its preprocessed output by the -o path (a temporary directory): only that
+    # name differs between two compiles of the same sources, so it is written relative
+    json_out = out_dir / program.json_path.name
+    text = json_out.read_text()
+    json_out.write_text(text.replace(f'"program" : "{out_dir}/', '"program" : "./', 1))
     version = subprocess.run(["p4c", "--version"], capture_output=True, text=True, check=True)
     return version.stdout.strip().splitlines()[-1]
 

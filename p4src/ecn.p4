@@ -23,6 +23,7 @@ register<bit<16>>(N_PORTS) ecn_pmax;        // basis points, for telemetry only
 register<bit<48>>(1) telemetry_interval_us; // 0 = DEFAULT_INTERVAL_US
 
 register<bit<32>>(N_PORTS) queue_bytes;     // bytes enqueued minus bytes dequeued
+register<bit<32>>(N_PORTS) queue_counted;   // packets counted into queue_bytes (wraps)
 
 register<bit<48>>(N_PORTS) tel_start_us;
 register<bit<32>>(N_PORTS) tel_tx_bytes;
@@ -188,6 +189,9 @@ control EcnIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
             bit<32> queued;
             queue_bytes.read(queued, port);
             queue_bytes.write(port, queued + sm.packet_length);
+            queue_counted.read(meta.queue_seq, port);
+            meta.queue_seq = meta.queue_seq + 1;
+            queue_counted.write(port, meta.queue_seq);
 
             // Close the port's telemetry interval when it has run its length.
             bit<48> now = sm.ingress_global_timestamp;
@@ -235,22 +239,37 @@ control EcnIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
 // ---- egress -------------------------------------------------------------------------------
 
 control EcnEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    bit<32> queued;  // bytes still queued behind this packet
+
+    // The packet leaves its port's queue, in one action: BMv2 runs ingress and egress on
+    // different threads and locks a register array only for the length of one action (an
+    // `if` between the read and the write would split them, and an ingress increment
+    // landing in between would be lost).
+    //
+    // A packet that leaves an empty queue (deq_qdepth counts the packets left) sees nothing
+    // behind it and resynchronises the estimate, which tail drops in the traffic manager
+    // would otherwise inflate for ever. Exactly to zero if no packet was counted after it;
+    // else it keeps up to a frame for each of those: BMv2's ingress thread may have counted
+    // them and not yet enqueued them. (Zeroed outright, the next packet's bytes were lost at
+    // a burst's first departure, and every later packet of the burst saw one packet less
+    // behind it.)
+    action leave_queue(bit<32> port) {
+        bit<32> counted;
+        queue_bytes.read(queued, port);
+        queue_counted.read(counted, port);
+        queued = queued < sm.packet_length ? 32w0 : queued - sm.packet_length;
+        bit<32> after = counted - meta.queue_seq;  // counted after this packet
+        bit<32> most = after > MAX_IN_INGRESS ? MAX_IN_INGRESS * MAX_FRAME_BYTES : after * MAX_FRAME_BYTES;
+        queue_bytes.write(port, sm.deq_qdepth == 0 && queued > most ? most : queued);
+        queued = sm.deq_qdepth == 0 ? 32w0 : queued;
+    }
+
     apply {
         if (sm.egress_port == CPU_PORT || !hdr.ipv4.isValid()) {
             return;
         }
         bit<32> port = (bit<32>) sm.egress_port;
-
-        // Bytes still queued behind this packet. An empty queue (deq_qdepth counts the
-        // packets left) resynchronises the estimate, which tail drops would otherwise inflate.
-        bit<32> queued;
-        queue_bytes.read(queued, port);
-        if (sm.deq_qdepth == 0 || queued < sm.packet_length) {
-            queued = 0;
-        } else {
-            queued = queued - sm.packet_length;
-        }
-        queue_bytes.write(port, queued);
+        leave_queue(port);
 
         // RED/ECN: never below kmin, with probability pmax*(q-kmin)/(kmax-kmin) between,
         // always at or above kmax; only ECN-capable packets; CE stays CE.
@@ -293,9 +312,7 @@ control EcnEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
         tel_qdepth_samples.read(v32, port);
         tel_qdepth_samples.write(port, v32 + 1);
         tel_qdepth_max.read(v32, port);
-        if (queued > v32) {
-            tel_qdepth_max.write(port, queued);
-        }
+        tel_qdepth_max.write(port, queued > v32 ? queued : v32);  // no `if`: one action
 
         // Incast degree: one bit per source address hash.
         bit<6> sender_bit;

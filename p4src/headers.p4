@@ -8,6 +8,8 @@
 
 const bit<9>  CPU_PORT = 255;
 const bit<32> N_PORTS = 256;           // register arrays are indexed by port 0..255
+const bit<32> MAX_FRAME_BYTES = 1522;  // the largest frame on a 1500-byte MTU link (802.1Q tag, FCS)
+const bit<32> MAX_IN_INGRESS = 64;     // packets counted but not yet enqueued, at most (BMv2)
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8>  PROTO_TCP = 6;
 const bit<8>  PROTO_UDP = 17;
@@ -128,6 +130,7 @@ struct telemetry_digest_t {
 }
 
 struct metadata_t {
+    bit<32> queue_seq;  // this packet's number among those counted into its port's queue
     bit<16> l4_src_port;
     bit<16> l4_dst_port;
     telemetry_digest_t telemetry;

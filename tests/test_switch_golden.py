@@ -185,6 +185,32 @@ def test_ecn_capable_packets_are_marked_ce_at_kmax_and_never_at_kmin(rig):
     assert ce == [m or ecn == CE for m, ecn in zip(marks, codepoints, strict=True)]
 
 
+def test_tail_drops_inflate_the_queue_estimate_only_until_the_queue_next_drains(rig):
+    """ecn.p4 counts a packet's bytes into `queue_bytes` at ingress, so a tail drop in the
+    traffic manager adds bytes that never leave. A packet leaving an empty queue
+    resynchronises the estimate: exactly to zero when nothing was counted after it, else
+    keeping a frame for each packet counted after it, which on BMv2 may still be in the
+    ingress thread (p4src/README.md, "Queue occupancy in bytes")."""
+    set_thresholds(rig, 2, enc.encode_thresholds(kmin_bytes=0, kmax_bytes=1, pmax=1.0))
+    estimate = rig.switch.program.registers["queue_bytes"].values
+    size = len(frame(1, 2, ECT0))
+    rig.switch.tm.set_depth(4, 2)
+    for _ in range(10):
+        rig.send(1, frame(1, 2, ECT0))
+    assert len(rig.drain()[2]) == 4  # six tail-dropped
+    # the last to leave left an empty queue, but six were counted after it
+    assert estimate[2] == 6 * size
+    rig.send(1, frame(1, 2, ECT0))
+    (alone,) = rig.drain()[2]
+    assert Ether(alone)[IP].tos & 3 == ECT0  # nothing behind it
+    assert estimate[2] == 0  # nothing counted after it: resynchronised exactly
+    for _ in range(3):
+        rig.send(1, frame(1, 2, ECT0))
+    marks = [Ether(g)[IP].tos & 3 for g in rig.drain()[2]]
+    assert marks == [CE, CE, ECT0]  # what is really behind each, nothing stale
+    assert estimate[2] == 0
+
+
 def test_the_telemetry_digest_counts_packets_marks_and_bytes_per_port(rig):
     regs = enc.encode_thresholds(kmin_bytes=0, kmax_bytes=1, pmax=1.0)  # mark whenever queued
     set_thresholds(rig, 2, regs)
