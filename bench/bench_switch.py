@@ -14,6 +14,9 @@
   register in one request run back to back / while Writes of 100 table entries (inserted,
   then deleted) do; send to kernel arrival, median, p99 and max, and whether p99 meets
   the 10 ms target (issue 18);
+- queue_pacing_deviation: 60 frames queued at once behind a port limited to 300 pps: how far
+  each gap between departures is from 3.33 ms (median, p90); timers that count whole
+  milliseconds release such a queue in bursts;
 - switch_rss: peak resident memory of the switch process after all of the above.
 
 One JSON object per line with the embedded number, BMv2's ("bmv2": null and a reason when
@@ -24,6 +27,7 @@ Needs root (veths, raw sockets).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -37,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ecntune.testbed import Testbed
+from ecntune.testbed import UNLIMITED_PPS, Testbed
 
 WINDOW_S = 1.0
 WINDOWS = 5
@@ -46,6 +50,7 @@ PROBE_GAP_S = 0.005  # forwarding-latency probes: one every 5 ms ...
 LOAD_S = 3.0  # ... for 3 s per condition
 WRITE_BATCH = 100  # table entries per Write in the write burst (inserted, then deleted)
 LATENCY_TARGET_MS = 10.0  # issue 18: forwarding latency under a maximal Read or write burst
+PACED_PPS, PACED_FRAMES = 300, 60  # queue pacing: a burst drained at a rate (3.33 ms apart)
 
 
 def if_packets(iface: str, direction: str) -> int:
@@ -229,6 +234,29 @@ def latency_under_control_load(rig: Testbed) -> dict[str, dict[str, Any]]:
     }
 
 
+def queue_pacing(rig: Testbed) -> dict[str, float | int]:
+    """PACED_FRAMES frames queued at once behind a port limited to PACED_PPS: how far each
+    gap between departures (kernel arrival times) is from 1 / PACED_PPS, median and p90.
+    A target whose timers count whole milliseconds releases such a queue in bursts."""
+    rig.collect(quiet_s=0.2)
+    rig.listen()
+    rig.target.set_queue_rate(rig.spec, PACED_PPS, 2)
+    try:
+        for i in range(PACED_FRAMES):
+            rig.send(1, frame(1, 2, 4000, 20_000 + i))
+        got = sorted(t for port, _, t in rig.arrivals(PACED_FRAMES, timeout_s=10) if port == 2)
+    finally:
+        rig.target.set_queue_rate(rig.spec, UNLIMITED_PPS, 2)
+    errors = sorted(abs(b - a - 1 / PACED_PPS) * 1e3 for a, b in itertools.pairwise(got))
+    if not errors:
+        return {"error": f"{len(got)} of {PACED_FRAMES} frames came out"}
+    return {
+        "median_ms": round(statistics.median(errors), 3),
+        "p90_ms": round(errors[int(0.9 * (len(errors) - 1))], 3),
+        "frames": len(got),
+    }
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -246,7 +274,9 @@ def measure(target_name: str) -> dict[str, Any]:
             results[f"switch_pps_{n_ports}ports_detail"] = rate
             if n_ports == 2:
                 results.update(control_latencies(rig))
-                for name, row in latency_under_control_load(rig).items():
+                rows = latency_under_control_load(rig)
+                rows["queue_pacing_deviation"] = queue_pacing(rig)
+                for name, row in rows.items():
                     error = row.pop("error", None)
                     results[name] = row or None
                     if error:
