@@ -160,6 +160,7 @@ def test_the_pure_greedy_form_of_a_shipped_agent_decides_as_its_act(kind: str):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~135 s idle, mostly XLA compiles; 607 s under stress-ng
 def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path, ecntune_cli):
     """The whole protocol at a laptop-test scale: a 3-setting grid instead of the 36."""
     grid = ["--grid", "1a,4a,0.2;2a,2a,1;4a,16a,1"]
