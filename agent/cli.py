@@ -230,9 +230,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="table entries (<= 256: what a port's table holds)",
     )  # fmt: skip
     d.add_argument("--max-depth", type=int, default=None, help="bound the tree's depth too")
+    d.add_argument(
+        "--in-switch", action="store_true",
+        help="key the tree on what ecn.p4 computes itself (the last interval's six values in "
+        "log steps) instead of the agent's features, so the P4 program can run it "
+        "(ecntune controller --in-switch)",
+    )  # fmt: skip
     _mix_arg(d, "--judge-mix", "-heldout", "then run the evaluation protocol on this held-out "
              "mix: tree vs agent vs the single best static, with CIs")  # fmt: skip
     d.add_argument("--judge-episodes", type=int, default=20)
+    d.add_argument("--judge-seed", type=int, default=HELD_OUT_SEED,
+                   help="the judge's first episode's seed")  # fmt: skip
     d.add_argument("--out", type=Path, default=Path("results/distill"))
     d.set_defaults(func=run_distill)
 
@@ -366,7 +374,8 @@ def run_distill(args: argparse.Namespace) -> int:
         scenarios = list(MIXES[args.mix]) if args.mix else [_scenario(args)]
         start = time.monotonic()
         result = distill.distill(teacher, scenarios, args.episodes, args.max_leaves,
-                                 args.max_depth, progress=print)  # fmt: skip
+                                 args.max_depth, progress=print,
+                                 features="switch" if args.in_switch else None)  # fmt: skip
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -387,7 +396,7 @@ def run_distill(args: argparse.Namespace) -> int:
     if args.judge_mix:
         agents = {f"{_kind(path)}:{path.stem}": teacher, "tree:distilled": distill.load(tree_path)}
         judged = evaluate_mix(list(MIXES[args.judge_mix]), agents, args.judge_episodes,
-                              cache=args.out / "runs")  # fmt: skip
+                              args.judge_seed, cache=args.out / "runs")  # fmt: skip
         report.write(judged, args.out / "eval", f"Distilled tree and its agent on {args.judge_mix}")
         print(distill.write_judgement(judged, *agents, result, args.out))
     return 0

@@ -16,6 +16,11 @@ the simulator judges the distilled policy with the evaluation protocol
 (agent/evaluate.py) beside its teacher, and the controller can run it
 (`--policy tree:path/tree.json`). ACC's idle-port rule (§4.3) stays outside the table,
 as it stays outside ACC's network.
+
+With `features="switch"` the tree keys on what ecn.p4 itself computes at the end of an
+interval (agent/features.py `switch_keys`: the last interval's six values in 8-bit log
+steps, no division), so the same table runs in the P4 program (controller/switch_policy.py
+installs it) and in the simulator with the same answer for the same counters.
 """
 
 from __future__ import annotations
@@ -75,7 +80,8 @@ class TreeConfig:
     @property
     def feature_names(self) -> list[str]:
         """One name per key of the table: `qlen@t-2` ... `pmax@t` (oldest interval first)."""
-        ages = [f"t-{HISTORY - 1 - i}" if i < HISTORY - 1 else "t" for i in range(HISTORY)]
+        k = 1 if self.features == "switch" else HISTORY
+        ages = [f"t-{k - 1 - i}" if i < k - 1 else "t" for i in range(k)]
         return [f"{n}@{a}" for a in ages for n in FEATURE_NAMES[self.features]]
 
 
@@ -153,12 +159,14 @@ class TreePolicy:
 
 
 def sample_states(
-    teacher: Any, scenarios: Sequence[Any], episodes: int, seed: int = DISTILL_SEED
-) -> tuple[np.ndarray, np.ndarray]:
+    teacher: Any, scenarios: Sequence[Any], episodes: int, seed: int = DISTILL_SEED,
+    features: FeatureSet | None = None,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """(observations, actions) of the teacher's greedy decisions on busy ports (ports that
     sent in the last interval: idle ones keep their setting under ACC's rule) over
     `episodes` episodes of each scenario, the teacher driving the fabric (RL-CC §V-C:
-    "trajectories using a convergent policy")."""
+    "trajectories using a convergent policy"). The observations are the teacher's own, or
+    `features` of the same states (the tree may key on other values than the network)."""
     from ecntune.agent.evaluate import scenario_env
 
     obs_all, act_all = [], []
@@ -171,8 +179,9 @@ def sample_states(
             def body(s: Any, _: None) -> tuple[Any, tuple[jax.Array, ...]]:
                 out = teacher.decide(params, s.history)
                 busy = jnp.asarray(s.history.tx_bytes)[-1] > 0
+                obs = out[0] if features is None else observation(s.history, features)
                 _, s, _, _, _ = env.step(s, out[-1])
-                return s, (out[0], out[1], busy)
+                return s, (obs, out[1], busy)
 
             return jax.lax.scan(body, state, None, length=env.episode_intervals)[1]
 
@@ -225,12 +234,14 @@ def agreement(tree: Tree, obs: np.ndarray, actions: np.ndarray) -> float:
     return float(np.mean(np.asarray(lookup(tree, jnp.asarray(obs))) == actions))
 
 
-def tree_config(teacher: Any) -> TreeConfig:
-    """The table's conventions from the teacher (its features, template, idle rule)."""
+def tree_config(teacher: Any, features: FeatureSet | None = None) -> TreeConfig:
+    """The table's conventions from the teacher (its features unless `features` is given,
+    template, idle rule; the switch's keys hold idle ports as ecn.p4 does)."""
     from ecntune.agent.ddqn import DdqnPolicy
 
     c = teacher.config
-    return TreeConfig(c.features, c.levels, tuple(c.pmax), isinstance(teacher, DdqnPolicy),
+    hold_idle = isinstance(teacher, DdqnPolicy) or features == "switch"
+    return TreeConfig(features or c.features, c.levels, tuple(c.pmax), hold_idle,
                       c.zero_level)  # fmt: skip
 
 
@@ -322,13 +333,15 @@ def distill(
     max_depth: int | None = None,
     seed: int = DISTILL_SEED,
     progress: Callable[[str], None] = lambda _: None,
+    features: FeatureSet | None = None,
 ) -> Distilled:
     """Fit trees of every LEAF_BUDGETS size up to `max_leaves` on the teacher's states of
     `episodes` episodes per scenario, and measure agreement on as many further episodes
-    (other seeds, so held-out states); keep the `max_leaves` one."""
+    (other seeds, so held-out states); keep the `max_leaves` one. `features`: what the
+    tree keys on (None: the teacher's observation; "switch": ecn.p4's keys)."""
     progress(f"sampling {episodes} episodes per scenario ({len(scenarios)} scenarios)")
-    x_train, y_train = sample_states(teacher, scenarios, episodes, seed)
-    x_test, y_test = sample_states(teacher, scenarios, episodes, seed + episodes)
+    x_train, y_train = sample_states(teacher, scenarios, episodes, seed, features)
+    x_test, y_test = sample_states(teacher, scenarios, episodes, seed + episodes, features)
     budgets = sorted({b for b in LEAF_BUDGETS if b < max_leaves} | {max_leaves})
     curve, kept = [], None
     for b in budgets:
@@ -340,7 +353,7 @@ def distill(
         curve.append(row)
         kept = tree
     assert kept is not None
-    config = tree_config(teacher)
+    config = tree_config(teacher, features)
     policy = TreePolicy(config, kept, teacher.reward)
     return Distilled(policy, curve, len(y_train), len(y_test), curve[-1]["test_agreement"])
 

@@ -14,6 +14,10 @@
   register in one request run back to back / while Writes of 100 table entries (inserted,
   then deleted) do; send to kernel arrival, median, p99 and max, and whether p99 meets
   the 10 ms target (issue 18);
+- switch_pps_2ports_in_switch_policy: the same forwarding with a 64-leaf tree installed in
+  policy_tree (ecn.p4 decides each port's thresholds at the end of every 10 ms interval,
+  issue 20), windows alternating with and without it in one run: `with_over_without` is
+  the in-switch decision's share of the per-packet cost (target: >= 0.95);
 - queue_pacing_deviation: 60 frames queued at once behind a port limited to 300 pps: how far
   each gap between departures is from 3.33 ms (median, p90); timers that count whole
   milliseconds release such a queue in bursts;
@@ -257,6 +261,44 @@ def queue_pacing(rig: Testbed) -> dict[str, float | int]:
     }
 
 
+def grid_policy() -> Any:
+    """A 64-leaf tree over the queue and rate keys (8 x 8 boxes, 64 actions): a table of
+    the size distillation keeps, entries the data plane must search every interval."""
+    import jax.numpy as jnp
+
+    from ecntune.agent.distill import QUANT_LEVELS, Tree, TreeConfig, TreePolicy
+    from ecntune.agent.rewards import Reward
+
+    config = TreeConfig("switch", levels=10, pmax=(0.1, 1.0))
+    width, lo, hi = QUANT_LEVELS // 8, [], []
+    for i in range(8):
+        for j in range(8):
+            lo.append([i * width, j * width, 0, 0, 0, 0])
+            hi.append([(i + 1) * width, (j + 1) * width, *[QUANT_LEVELS] * 4])
+    tree = Tree(
+        jnp.asarray(lo, jnp.int32),
+        jnp.asarray(hi, jnp.int32),
+        jnp.arange(64) % config.template.n_actions,
+    )
+    return TreePolicy(config, tree, Reward("acc"))
+
+
+def in_switch_policy_pps(rig: Testbed) -> dict[str, Any]:
+    """Forwarding pps without and with the in-switch policy installed, alternating twice."""
+    from ecntune.controller.switch_policy import clear, install, policy_plan
+
+    plan = policy_plan(grid_policy(), {p: 10e9 for p in range(1, 3)})
+    without, with_ = [], []
+    for _ in range(2):
+        without.append(forwarding_pps(rig, 2)["pps"])
+        install(rig.client, plan)
+        with_.append(forwarding_pps(rig, 2)["pps"])
+        clear(rig.client, plan)
+    a, b = statistics.median(without), statistics.median(with_)
+    return {"pps": round(b), "without": round(a), "with_over_without": round(b / a, 3),
+            "entries": len(plan)}  # fmt: skip
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -273,6 +315,9 @@ def measure(target_name: str) -> dict[str, Any]:
             results[f"switch_pps_{n_ports}ports"] = rate.pop("pps")
             results[f"switch_pps_{n_ports}ports_detail"] = rate
             if n_ports == 2:
+                policy = in_switch_policy_pps(rig)
+                results["switch_pps_2ports_in_switch_policy"] = policy.pop("pps")
+                results["switch_pps_2ports_in_switch_policy_detail"] = policy
                 results.update(control_latencies(rig))
                 rows = latency_under_control_load(rig)
                 rows["queue_pacing_deviation"] = queue_pacing(rig)

@@ -35,6 +35,7 @@ from ecntune.controller.fabric_policy import FabricPolicy
 from ecntune.controller.forwarding import forwarding_entities
 from ecntune.controller.loop import SwitchLoop
 from ecntune.controller.safety import Guard
+from ecntune.controller.switch_policy import PolicyEntry, policy_entities, policy_plan
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
 from ecntune.targets import SwitchSpec
@@ -130,7 +131,7 @@ def make_loop(name: str, config: ControllerConfig, policy: Policy) -> SwitchLoop
         load_policy(config.fallback), interval_s=config.interval_s,
         buffer_bytes=config.buffer_bytes, guard=Guard(config.fallback_after, baseline),
         reward=judging_reward(name, policy, config),
-        min_write_interval_s=config.min_write_interval_s,
+        min_write_interval_s=config.min_write_interval_s, in_switch=config.in_switch,
     )  # fmt: skip
 
 
@@ -228,6 +229,26 @@ class ThresholdWriter:
         )
 
 
+class SwitchTable:
+    """The in-switch policy's tables (switch_policy.py): installed while the loop lets the
+    agent decide, emptied before a fallback's thresholds are written."""
+
+    def __init__(self, name: str, plan: list[PolicyEntry]) -> None:
+        self.name, self.plan, self.installed = name, plan, False
+
+    async def follow(self, sw: fy.Switch, wanted: bool) -> None:
+        if wanted == self.installed or not self.plan:
+            return
+        entities = policy_entities(self.plan)
+        if wanted:
+            await sw.insert(entities)  # port classes first, then the tree
+        else:
+            await sw.delete(entities[::-1])  # the tree first: no port keys into half a tree
+        self.installed = wanted
+        log.info("%s: in-switch policy %s (%d entries)", self.name,
+                 "installed" if wanted else "removed", len(self.plan))  # fmt: skip
+
+
 class Ticker:
     """One decision per interval: tick the loop, write what changed, log the rows, time it,
     save a learning agent every `checkpoint_every` intervals. Intervals missed while busy
@@ -249,6 +270,7 @@ class Ticker:
             start = time.perf_counter()
             decision = r.loop.tick(time.time())
             decided = time.perf_counter()
+            await r.table.follow(sw, decision.in_switch)
             await r.writer.write(sw, decision.writes)
             self.timings.append(
                 TickTiming(
@@ -279,6 +301,9 @@ class SwitchRunner:
         self.loop = make_loop(name, config, self.policy)
         self.stream = Stream()
         self.writer = ThresholdWriter(name, config.write_path, self.stream)
+        ports = {p: config.topology.port_bw(name, p) for _, p in config.topology.ports(name)}
+        plan = policy_plan(policy, ports, config.buffer_bytes) if config.in_switch else []
+        self.table = SwitchTable(name, plan)
         self.digests, self.packets = DigestReader(self.loop, self.stream), PacketReader()
         self.ticker = Ticker(self, checkpoint_path(config, name))
         self.ready = asyncio.Event()
@@ -307,6 +332,7 @@ class SwitchRunner:
         sw.create_task(self.digests.run(sw), name=f"{self.name}-digests")
         sw.create_task(self.packets.run(sw), name=f"{self.name}-packets")
         await program(sw, self.config, self.stream)
+        self.table.installed = False  # program() emptied every table; the next tick refills
         if not self.loop.current():  # first start: decide before any traffic is seen
             self.log.write(self.loop.tick(time.time()).rows)
         await self.writer.write(sw, self.loop.current())

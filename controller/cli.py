@@ -14,6 +14,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topology", help="override: a topology preset or file")
     p.add_argument("--policy", help="override: static:secn1, acc:<checkpoint>, ...")
     p.add_argument("--telemetry-log", type=Path, help="override: JSONL telemetry path")
+    p.add_argument(
+        "--in-switch", action="store_true",
+        help="run the policy (a tree from `ecntune distill --in-switch`) in the P4 program",
+    )  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -32,11 +36,17 @@ def run(args: argparse.Namespace) -> int:
         for key in ("topology", "policy", "telemetry_log"):
             if getattr(args, key) is not None:
                 data[key] = str(getattr(args, key))
+        if args.in_switch:
+            data["in_switch"] = True
         config = ControllerConfig.from_dict(data, base)
     except (ConfigError, OSError) as e:
         print(f"ecntune controller: {e}", file=sys.stderr)
         return 2
-    controller = Controller(config)
+    try:
+        controller = Controller(config)
+    except ValueError as e:  # a policy that cannot run as configured (e.g. --in-switch)
+        print(f"ecntune controller: {e}", file=sys.stderr)
+        return 2
     try:
         asyncio.run(controller.run())
     except KeyboardInterrupt:

@@ -13,6 +13,8 @@ reward: acc                      # acc | pet for static policies (agents: their 
 telemetry_log: results/telemetry.jsonl
 checkpoint_dir: results/agent-checkpoints   # learning agents saved here; resumed on restart
 online_learning: false           # fine-tune learned agents online (decaying exploration)
+in_switch: false                 # the policy (a tree from `ecntune distill --in-switch`) runs
+                                 # in the P4 program; the controller installs and supervises it
 switches: {s1: 127.0.0.1:9559}   # default: 127.0.0.1:<grpc_port from the topology>
 """
 
@@ -51,6 +53,7 @@ class ControllerConfig:
     telemetry_log: Path | None = None
     checkpoint_dir: Path | None = None
     online_learning: bool = False
+    in_switch: bool = False
     switches: dict[str, str] = field(default_factory=dict)
     election_id: int = 10
 
@@ -67,6 +70,11 @@ class ControllerConfig:
             raise ConfigError(f"the fallback must be a static preset, got {self.fallback!r}")
         if self.buffer_bytes <= 0 or self.fallback_after <= 0 or self.baseline_intervals < 0:
             raise ConfigError("buffer_bytes and fallback_after must be positive")
+        if self.in_switch and isinstance(self.policy, str) and not self.policy.startswith("tree:"):
+            raise ConfigError(
+                f"in_switch needs a tree policy (tree:PATH from `ecntune distill --in-switch`), "
+                f"got {self.policy!r}"
+            )
         unknown = set(self.switches) - set(self.topology.switches)
         if unknown:
             raise ConfigError(f"switches {sorted(unknown)} are not in the topology")

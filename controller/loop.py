@@ -6,6 +6,12 @@
       -> EcnThresholds -> clamp + rate limit (safety.py) -> register values (encoding.py)
       -> written by the I/O layer (app.py) -> confirmed by the next digests
 
+With `in_switch` the policy is a tree installed in the P4 program (switch_policy.py) and
+the switch decides at the end of each interval itself: while the agent is in charge a tick
+writes nothing and records the setting the switch reports; the baseline and a fallback
+are written as always, and `Decision.in_switch` tells app.py when to install or empty the
+tables.
+
 No I/O happens here: app.py feeds digests in and writes what `tick` returns, so this
 logic is tested without a switch.
 """
@@ -59,6 +65,7 @@ class Decision:
     writes: list[tuple[int, enc.EcnRegisters]]
     rows: list[dict[str, Any]]
     reward: float | None
+    in_switch: bool = False  # the switch's own table decides (app.py keeps it installed)
 
 
 def _sum(records: list[PortTelemetry]) -> PortTelemetry:
@@ -89,6 +96,7 @@ class SwitchLoop:
         guard: Guard,
         reward: str | Reward = "acc",
         min_write_interval_s: float = 0.0,
+        in_switch: bool = False,
     ) -> None:
         reward = Reward(reward) if isinstance(reward, str) else reward
         if reward.kind not in REWARDS:
@@ -98,6 +106,7 @@ class SwitchLoop:
         self.interval_s, self.buffer_bytes = interval_s, buffer_bytes
         self.guard, self.reward = guard, reward
         self.min_write_interval_s = min_write_interval_s
+        self.in_switch, self.switch_decided = in_switch, False
         self.reported_transitions = 0  # guard transitions already written into rows
         self.history: deque[PortTelemetry] = deque(maxlen=HISTORY)  # (ports,) per interval
         self._warm_up()
@@ -151,9 +160,16 @@ class SwitchLoop:
         history = self._history()
 
         use_agent = self.guard.agent_active
+        in_switch = self.in_switch and use_agent
+        th = None
+        if self.switch_decided and not in_switch:  # unknown what the switch set last: write all
+            for s in self.ports.values():
+                s.written = None
+        self.switch_decided = in_switch
         try:
-            th = (self.policy if use_agent else self.fallback).act(history)
-            th = clamp(th, self.buffer_bytes)
+            if not in_switch:
+                th = clamp((self.policy if use_agent else self.fallback).act(history),
+                           self.buffer_bytes)  # fmt: skip
         except Exception as e:
             self.guard.fall_back(
                 f"{self.switch}: {self.policy.name} failed: {type(e).__name__}: {e}"
@@ -163,8 +179,9 @@ class SwitchLoop:
         # who decided this interval's setting, and the mode changes that led there (a bogus
         # digest may have benched the agent since the last tick): the rows carry both, so
         # reports can say what ran. Changes the reward below causes show from the next tick.
+        name = (self.policy if use_agent else self.fallback).name
         control = {
-            "policy": (self.policy if use_agent else self.fallback).name,
+            "policy": f"{name} (in the switch)" if in_switch else name,
             "mode": self.guard.mode,
             "mode_change": self._new_transitions(),
         }
@@ -172,7 +189,7 @@ class SwitchLoop:
         rewards, busy = (np.asarray(x) for x in _outcome(self.reward, stacked(now_stacked)))
         reward = float(np.mean(rewards[busy])) if busy.any() else None
         self.guard.record(reward)
-        if use_agent and isinstance(self.policy, LearningPolicy):
+        if use_agent and not in_switch and isinstance(self.policy, LearningPolicy):
             try:
                 self.policy.observe(history, rewards)
             except Exception as e:
@@ -180,13 +197,18 @@ class SwitchLoop:
 
         writes, rows = [], []
         for i, (port, s) in enumerate(self.ports.items()):
-            regs = enc.encode_thresholds(float(th[0][i]), float(th[1][i]), float(th[2][i]))
-            due = now - s.written_at >= self.min_write_interval_s
-            if regs != s.written and due:
-                writes.append((port, regs))
-                s.written, s.written_at, s.confirmed, s.mismatches = regs, now, False, 0
+            if th is None:  # the switch's own decision, as its telemetry reports it
+                t = latest[port]
+                s.written = enc.encode_thresholds(t.kmin_bytes, t.kmax_bytes, t.pmax)
+                s.confirmed = True
+            else:
+                regs = enc.encode_thresholds(float(th[0][i]), float(th[1][i]), float(th[2][i]))
+                due = now - s.written_at >= self.min_write_interval_s
+                if regs != s.written and due:
+                    writes.append((port, regs))
+                    s.written, s.written_at, s.confirmed, s.mismatches = regs, now, False, 0
             rows.append(self._row(now, port, latest[port], s, float(rewards[i]), control))
-        return Decision(writes, rows, reward)
+        return Decision(writes, rows, reward, in_switch)
 
     def current(self) -> list[tuple[int, enc.EcnRegisters]]:
         """What every port should hold now (re-sent after a switch restart)."""

@@ -39,6 +39,32 @@ register<bit<32>>(N_PORTS) tel_elephant_bytes;
 register<bit<32>>(FLOW_SLOTS) flow_tag;     // which flow owns the slot (a second hash)
 register<bit<32>>(FLOW_SLOTS) flow_bytes;   // bytes seen from that flow so far
 
+// ---- the in-switch policy's arithmetic ---------------------------------------------------------
+
+// 16·log2(x) rounded down to a sixteenth, from x's leading one and the 4 bits below it
+// (log2(1 + m) read as m: at most 1.4 sixteenths low); 0 for x = 0 and x = 1. Shifts and
+// compares only: the data plane has no division. agent/features.py `log2_16` is the same.
+bit<16> log2_16(in bit<64> x) {
+    bit<64> v = x;
+    bit<16> e = 63;
+    if (v & 0xFFFFFFFF00000000 == 0) { e = e - 32; v = v << 32; }
+    if (v & 0xFFFF000000000000 == 0) { e = e - 16; v = v << 16; }
+    if (v & 0xFF00000000000000 == 0) { e = e - 8; v = v << 8; }
+    if (v & 0xF000000000000000 == 0) { e = e - 4; v = v << 4; }
+    if (v & 0xC000000000000000 == 0) { e = e - 2; v = v << 2; }
+    if (v & 0x8000000000000000 == 0) { e = e - 1; v = v << 1; }
+    return (e << 4) | ((bit<16>) (v >> 59) & 15);
+}
+
+// base + log_num - log_den - offset clamped to one byte (0 where the numerator is 0): the
+// log scale of a ratio without dividing.
+bit<8> log_key(in bit<16> base, in bool zero, in bit<16> log_num, in bit<16> log_den,
+               in bit<16> offset) {
+    bit<16> up = base + log_num;
+    bit<16> down = log_den + offset;
+    return zero || up <= down ? 8w0 : (up - down < 255 ? (bit<8>) (up - down) : 8w255);
+}
+
 // ---- parser -------------------------------------------------------------------------------
 
 parser EcnParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
@@ -141,12 +167,51 @@ control EcnIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
         hdr.packet_in.reserved = 0;
     }
 
+    action write_ecn(bit<32> port, bit<32> kmin, bit<32> kmax, bit<64> slope, bit<16> pmax) {
+        ecn_kmin.write(port, kmin);
+        ecn_kmax.write(port, kmax);
+        ecn_slope.write(port, slope);
+        ecn_pmax.write(port, pmax);
+    }
+
     action set_ecn() {
-        bit<32> port = (bit<32>) hdr.ecn_config.port;
-        ecn_kmin.write(port, hdr.ecn_config.kmin);
-        ecn_kmax.write(port, hdr.ecn_config.kmax);
-        ecn_slope.write(port, hdr.ecn_config.slope);
-        ecn_pmax.write(port, hdr.ecn_config.pmax);
+        write_ecn((bit<32>) hdr.ecn_config.port, hdr.ecn_config.kmin, hdr.ecn_config.kmax,
+                  hdr.ecn_config.slope, hdr.ecn_config.pmax);
+    }
+
+    // The in-switch policy (issue 20; RL-CC §V: a distilled tree, one entry per leaf). The
+    // controller installs both tables and may empty them at any time: a port without a
+    // class, or keys no entry covers, keeps its thresholds.
+    action set_policy_class(bit<8> port_class, bit<16> log2_alpha, bit<16> rate_offset) {
+        meta.policy.port_class = port_class;
+        meta.policy.log2_alpha = log2_alpha;
+        meta.policy.rate_offset = rate_offset;
+    }
+
+    table policy_port {
+        key = { meta.telemetry.port: exact; }
+        actions = { set_policy_class; NoAction; }
+        default_action = NoAction();
+        size = N_PORTS;
+    }
+
+    action decide(bit<32> kmin, bit<32> kmax, bit<64> slope, bit<16> pmax) {
+        write_ecn((bit<32>) meta.telemetry.port, kmin, kmax, slope, pmax);
+    }
+
+    table policy_tree {
+        key = {
+            meta.policy.port_class: exact;
+            meta.policy.qlen: range;
+            meta.policy.tx_rate: range;
+            meta.policy.marked_rate: range;
+            meta.policy.kmin: range;
+            meta.policy.kmax: range;
+            meta.policy.pmax: range;
+        }
+        actions = { decide; NoAction; }
+        default_action = NoAction();
+        size = 1024;
     }
 
     action set_interval() {
@@ -231,6 +296,34 @@ control EcnIngress(inout headers_t hdr, inout metadata_t meta, inout standard_me
                 tel_qdepth_max.write(port, 0);
                 tel_senders.write(port, 0);
                 tel_elephant_bytes.write(port, 0);
+
+                // The in-switch policy picks the port's next setting from the interval that
+                // just closed; a port that sent nothing keeps a setting it has (ACC §4.3's
+                // idle-port rule, agent/ddqn.py `held_ports`).
+                if (meta.telemetry.tx_pkts != 0 || meta.telemetry.kmax == 0) {
+                    if (policy_port.apply().hit) {
+                        bit<16> log_interval = log2_16((bit<64>) meta.telemetry.interval_us);
+                        meta.policy.qlen = log_key(QLEN_KEY_AT_ALPHA,
+                            meta.telemetry.qdepth_sum_bytes == 0,
+                            log2_16(meta.telemetry.qdepth_sum_bytes),
+                            log2_16((bit<64>) meta.telemetry.qdepth_samples),
+                            meta.policy.log2_alpha);
+                        meta.policy.tx_rate = log_key(FULL_KEY, meta.telemetry.tx_bytes == 0,
+                            log2_16((bit<64>) meta.telemetry.tx_bytes), log_interval,
+                            meta.policy.rate_offset);
+                        meta.policy.marked_rate = log_key(FULL_KEY,
+                            meta.telemetry.marked_bytes == 0,
+                            log2_16((bit<64>) meta.telemetry.marked_bytes), log_interval,
+                            meta.policy.rate_offset);
+                        meta.policy.kmin = log_key(QLEN_KEY_AT_ALPHA, meta.telemetry.kmin == 0,
+                            log2_16((bit<64>) meta.telemetry.kmin), 0, meta.policy.log2_alpha);
+                        meta.policy.kmax = log_key(QLEN_KEY_AT_ALPHA, meta.telemetry.kmax == 0,
+                            log2_16((bit<64>) meta.telemetry.kmax), 0, meta.policy.log2_alpha);
+                        meta.policy.pmax = log_key(FULL_KEY, meta.telemetry.pmax == 0,
+                            log2_16((bit<64>) meta.telemetry.pmax), 0, LOG2_PMAX_ONE);
+                        policy_tree.apply();
+                    }
+                }
             }
         }
     }

@@ -31,6 +31,9 @@ const bit<32> DROP_MALFORMED = 3;
 const bit<48> DEFAULT_INTERVAL_US = 10000;   // telemetry interval while the register holds 0
 const bit<32> ELEPHANT_BYTES = 1000000;      // a flow is an elephant past 1 MB
 const bit<32> FLOW_SLOTS = 4096;
+const bit<16> LOG2_PMAX_ONE = 211;           // log2_16(10000): pmax 1.0 in basis points
+const bit<16> QLEN_KEY_AT_ALPHA = 128;       // a queue of α bytes keys as 128
+const bit<16> FULL_KEY = 255;                // a link fully used (or pmax 1.0) keys as 255
 
 typedef bit<48> mac_t;
 typedef bit<32> ipv4_t;
@@ -129,11 +132,27 @@ struct telemetry_digest_t {
     bit<32> elephant_bytes;
 }
 
+// The in-switch policy's keys (p4src/README.md "The policy in the switch"; the same numbers
+// as agent/features.py `switch_features`): each an 8-bit log-scale value of the interval
+// that just closed, computed without division.
+struct policy_keys_t {
+    bit<8>  port_class;   // which tree the port's speed uses (0: no in-switch policy)
+    bit<16> log2_alpha;   // 16·log2 of the class's α in bytes
+    bit<16> rate_offset;  // 16·log2 of the class's link speed over 8 Mbit/s
+    bit<8>  qlen;
+    bit<8>  tx_rate;
+    bit<8>  marked_rate;
+    bit<8>  kmin;
+    bit<8>  kmax;
+    bit<8>  pmax;
+}
+
 struct metadata_t {
     bit<32> queue_seq;  // this packet's number among those counted into its port's queue
     bit<16> l4_src_port;
     bit<16> l4_dst_port;
     telemetry_digest_t telemetry;
+    policy_keys_t policy;
 }
 
 #endif

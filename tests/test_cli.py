@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 ECNTUNE = Path(sys.executable).with_name("ecntune")
 
@@ -32,7 +34,7 @@ def test_graphcc_refuses_template_options_it_does_not_have(tmp_path, ecntune_cli
         assert not any(tmp_path.iterdir())  # refused before anything ran
 
 
-def test_a_steady_demo_names_no_change(tmp_path, ecntune_cli):
+def test_demo_options_that_contradict_each_other_are_refused(tmp_path, ecntune_cli):
     for change in (["--storm"], ["--load-to", "0.5"], ["--switch-to", "fb_hadoop"]):
         code, _, stderr = ecntune_cli("demo", "--steady", *change, "--out", str(tmp_path / "d"))
         assert code == 2, change
@@ -40,6 +42,13 @@ def test_a_steady_demo_names_no_change(tmp_path, ecntune_cli):
     code, _, stderr = ecntune_cli("demo", "--load-to", "1.5", "--out", str(tmp_path / "d"))
     assert code == 2
     assert "loads in (0, 1]" in stderr
+    # an in-switch phase needs a tree, and a killed controller needs an in-switch phase
+    code, _, stderr = ecntune_cli("demo", "--in-switch", "--out", str(tmp_path / "d"))
+    assert code == 2
+    assert "--in-switch runs tree:PATH policies" in stderr
+    code, _, stderr = ecntune_cli("demo", "--kill-controller-at", "5", "--out", str(tmp_path / "d"))
+    assert code == 2
+    assert "--kill-controller-at needs --in-switch" in stderr
     assert not any(tmp_path.iterdir())  # refused before any fabric was built
 
 
@@ -126,3 +135,23 @@ def test_the_installed_packages_are_the_locked_versions():
         except PackageNotFoundError:
             pass  # a platform-specific dependency this machine does not need
     assert not wrong, f"not the locked versions (run make install): {wrong}"
+
+
+def test_the_controller_runs_only_a_switch_keyed_tree_in_the_switch(tmp_path, ecntune_cli):
+    from ecntune.agent import distill
+    from ecntune.agent.rewards import Reward
+
+    code, _, stderr = ecntune_cli(
+        "controller", "--topology", "tiny", "--policy", "static:secn1", "--in-switch"
+    )
+    assert code == 2
+    assert "in_switch needs a tree policy" in stderr
+    obs = np.random.default_rng(0).uniform(0, 1, (200, 18)).astype(np.float32)
+    tree, _ = distill.fit_tree(obs, (obs[:, 0] > 0.5).astype(np.int32), max_leaves=4)
+    path = tmp_path / "agent-features.json"  # keyed on the agent's features, not ecn.p4's
+    distill.save(path, distill.TreeConfig(), tree, Reward("acc"), {})
+    code, _, stderr = ecntune_cli(
+        "controller", "--topology", "tiny", "--policy", f"tree:{path}", "--in-switch"
+    )
+    assert code == 2
+    assert "distill with --in-switch" in stderr

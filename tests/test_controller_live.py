@@ -10,14 +10,19 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import pytest
 
+from ecntune.agent import distill
+from ecntune.agent.distill import Tree, TreeConfig
+from ecntune.agent.rewards import Reward
 from ecntune.agent.static import StaticPolicy
 from ecntune.controller.app import run_in_background
 from ecntune.controller.config import ControllerConfig
@@ -297,3 +302,51 @@ def test_graphcc_decides_for_every_switch_of_a_leaf_spine(switch: str, tmp_path:
     busy = {r["switch"] for r in out if r["tx_pkts"] > 0}
     assert busy >= {"leaf1", "leaf2"}
     assert busy & {"spine1", "spine2"}  # ECMP may put both senders on one spine
+
+
+def register(fab: Fabric, name: str, port: int = RECEIVER_PORT) -> int:
+    """A register of s1 read over the switch's control port (simple_switch_CLI's syntax: BMv2's
+    P4Runtime server has no register reads), so no controller is needed."""
+    out = fab.switch("s1").target.control(fab.specs["s1"], f"register_read {name} {port}")
+    return int(re.search(rf"{name}\[{port}\]\s*=\s*(\d+)", out)[1])
+
+
+def test_the_in_switch_policy_decides_and_keeps_tuning_after_the_controller_is_gone(
+    fabric: Fabric, tmp_path: Path
+):
+    """Issue 20 parts 3-4: a tree keyed on the switch's own counters (queue or not) installed
+    by `--in-switch`; the controller writes nothing while it decides, and once the
+    controller is killed the switch goes on setting each interval's thresholds itself."""
+    config = TreeConfig("switch", levels=6, pmax=(0.1, 1.0), hold_idle=True)
+    t = config.template
+    low = next(i for i in range(t.n_actions) if (t.kmin_alpha[i], t.kmax_alpha[i]) == (1, 1))
+    high = next(i for i in range(t.n_actions) if (t.kmin_alpha[i], t.kmax_alpha[i]) == (8, 16))
+    # qlen key 0 (nothing queued behind any departure) -> low, else -> high
+    lo = jnp.asarray([[0] * 6, [1] + [0] * 5], jnp.int32)
+    hi = jnp.asarray([[1] + [256] * 5, [256] * 6], jnp.int32)
+    tree = Tree(lo, hi, jnp.asarray([low, high]))
+    path = tmp_path / "tree.json"
+    distill.save(path, config, tree, Reward("acc"), {"teacher": "by hand"})
+    alpha = 1500  # at 10 Mbit/s: the MTU floor
+    log = tmp_path / "telemetry.jsonl"
+    with controller(fabric, log, f"tree:{path}", in_switch=True) as c:
+        runner = c.runners["s1"]
+        deadline = time.time() + 20
+        while time.time() < deadline and not runner.table.installed:
+            send(fabric, ["h1"], 5)  # busy intervals end the baseline; then the agent's turn
+            time.sleep(3 * INTERVAL)
+        assert runner.table.installed, "the tree was never installed"
+        since = time.time()
+        send(fabric, ["h1", "h2", "h3"], 50)  # 3:1 into h4: a queue on port 4
+        flush(fabric)
+        flush(fabric)
+        seen = rows(log, since=since)
+        assert all(r["policy"].endswith("(in the switch)") for r in seen)
+        assert 8 * alpha in {r["kmin_bytes"] for r in seen}  # the queue moved it up
+        assert runner.loop.guard.mode == "agent"
+    # the controller is gone: the tables stay, and every interval still decides
+    send(fabric, ["h1", "h2", "h3"], 50)
+    flush(fabric)
+    assert (register(fabric, "ecn_kmin"), register(fabric, "ecn_kmax")) == (8 * alpha, 16 * alpha)
+    flush(fabric)  # an interval of one lone packet: no queue
+    assert (register(fabric, "ecn_kmin"), register(fabric, "ecn_kmax")) == (alpha, alpha)

@@ -285,3 +285,35 @@ def runner(config: ControllerConfig) -> "SwitchRunner":
     from ecntune.controller.app import SwitchRunner, TelemetryLog, switch_policies
 
     return SwitchRunner("s1", config, TelemetryLog(None), switch_policies(config)["s1"])
+
+
+def test_an_in_switch_policy_writes_nothing_while_it_decides_and_a_fallback_rewrites_all():
+    """--in-switch: the baseline preset is written as always; once the agent is in charge the
+    switch's table decides (no writes, the rows report the setting the switch holds); on a
+    fallback the tables are to go (in_switch False) and every port gets the preset again,
+    whatever the switch set last."""
+    agent = Scripted(agent_out())
+    loop = SwitchLoop(
+        "s1", {1: BW, 2: BW}, agent, StaticPolicy("secn1"), interval_s=INTERVAL,
+        buffer_bytes=96_000, guard=Guard(3, 1), in_switch=True,
+    )  # fmt: skip
+    first = loop.tick(0.0)
+    assert not first.in_switch
+    assert [p for p, _ in first.writes] == [1, 2]  # the baseline
+    preset = dict(first.writes)
+    loop.on_digest(digest(1, preset[1]))
+    assert not loop.tick(0.1).in_switch  # the baseline's busy interval: the agent takes over
+    assert loop.guard.mode == "agent"
+    chosen = enc.encode_thresholds(6000, 12000, 1.0)  # what the switch's table picked
+    loop.on_digest(digest(1, chosen))
+    d = loop.tick(0.2)
+    assert d.in_switch
+    assert d.writes == []
+    row = next(r for r in d.rows if r["port"] == 1)
+    assert row["policy"] == "scripted (in the switch)"
+    assert (row["set_kmin"], row["set_kmax"]) == (6000, 12000)
+    loop.guard.fall_back("test: the agent is benched")
+    d = loop.tick(0.3)
+    assert not d.in_switch
+    assert dict(d.writes) == preset  # port 2 too, though the preset was its last write
+    assert next(r for r in d.rows if r["port"] == 1)["policy"] == "static:secn1"

@@ -15,9 +15,10 @@ import pytest
 
 from ecntune.agent import ddqn, distill
 from ecntune.agent.distill import QUANT_LEVELS, Tree, TreeConfig, TreePolicy, quantise
-from ecntune.agent.features import observation, observation_size
+from ecntune.agent.features import FEATURE_NAMES, observation, observation_size, switch_keys
 from ecntune.agent.policy import greedy_function, load_policy
 from ecntune.agent.rewards import Reward
+from ecntune.controller.switch_policy import policy_plan
 from ecntune.sim.scenario import SimScenario
 from ecntune.telemetry import PortTelemetry
 
@@ -169,6 +170,44 @@ def test_states_come_from_busy_ports_and_a_large_table_imitates_a_shipped_agent(
     assert distill.agreement(tree, obs, actions) >= 0.9
 
 
+def test_a_tree_on_the_switchs_keys_becomes_entries_for_every_port_speed(tmp_path: Path):
+    """The switch's keys are the sampled states' last interval in whole 8-bit steps, and
+    the controller's plan holds the tree once per port speed with settings in that speed's
+    bytes (α scales with the link), one class entry per port."""
+    teacher = load_policy("acc:agent/checkpoints/acc-star8.msgpack")
+    obs, actions = distill.sample_states(teacher, [TINY], episodes=2, features="switch")
+    assert obs.shape == (len(actions), len(FEATURE_NAMES["switch"]))
+    keys = obs * 255
+    np.testing.assert_allclose(keys, np.round(keys), atol=1e-3)  # whole steps
+    assert np.all(keys[:, 1] > 0)  # tx_rate: every sampled port sent
+    tree, _ = distill.fit_tree(obs, actions, max_leaves=16)
+    config = distill.tree_config(teacher, "switch")
+    path = tmp_path / "tree.json"
+    distill.save(path, config, tree, teacher.reward, {})
+    policy = distill.load(path)
+    leaves = int(policy.tree.action.shape[0])
+    plan = policy_plan(policy, {1: 25e9, 2: 25e9, 3: 100e9})
+    ports = {e.match["meta.telemetry.port"]: e.params for e in plan if "port" in e.table}
+    assert [ports[p]["port_class"] for p in (1, 2, 3)] == [1, 1, 2]
+    tree_entries = [e for e in plan if "tree" in e.table]
+    assert len(tree_entries) == 2 * leaves
+    slow, fast = tree_entries[:leaves], tree_entries[leaves:]
+    for a, b in zip(slow, fast, strict=True):
+        assert {k: v for k, v in a.match.items() if "class" not in k} == {
+            k: v for k, v in b.match.items() if "class" not in k
+        }
+        assert b.params["kmax"] == pytest.approx(4 * a.params["kmax"], rel=1e-6)
+    # the keys the simulator's table decides on are the switch's, port by port
+    history = PortTelemetry(*(np.full((1, 3), 1.0, np.float32) for _ in PortTelemetry._fields))
+    history = history._replace(link_bps=np.array([[25e9, 25e9, 100e9]], np.float32))
+    np.testing.assert_allclose(observation(history, "switch") * 255, switch_keys(
+        PortTelemetry(*(np.asarray(f)[-1] for f in history))), atol=1e-3)  # fmt: skip
+    with pytest.raises(ValueError, match="--in-switch"):
+        policy_plan(TreePolicy(TreeConfig(), tree, teacher.reward), {1: 25e9})
+    with pytest.raises(ValueError, match="exceed"):
+        policy_plan(policy, {p: 1e9 * (p + 1) for p in range(1024 // leaves + 1)})
+
+
 @pytest.mark.slow
 def test_distill_writes_a_table_that_eval_judges_as_a_policy(tmp_path: Path, ecntune_cli):
     scenario = ["--scenario", "tiny", "--episode-s", "0.4", "--interval-s", "0.02",
@@ -176,8 +215,9 @@ def test_distill_writes_a_table_that_eval_judges_as_a_policy(tmp_path: Path, ecn
     out = tmp_path / "d"
     teacher = ["--checkpoint", "agent/checkpoints/pet-star8.msgpack"]
     code, stdout, stderr = ecntune_cli(
-        "distill", *teacher, *scenario, "--episodes", "2", "--max-leaves", "8", "--out", str(out)
-    )
+        "distill", *teacher, *scenario, "--episodes", "2", "--max-leaves", "8", "--out", str(out),
+        "--in-switch",
+    )  # fmt: skip
     assert code == 0, stderr[-2000:]
     assert "held-out states" in stdout
     curve = list(csv.DictReader((out / "agreement.csv").open()))
@@ -185,7 +225,8 @@ def test_distill_writes_a_table_that_eval_judges_as_a_policy(tmp_path: Path, ecn
     assert all(0 <= float(r["test_agreement"]) <= 1 for r in curve)
     assert (out / "agreement.png").stat().st_size > 0
     doc = json.loads((out / "tree.json").read_text())
-    assert doc["config"]["hold_idle"] is False  # PET has no idle rule
+    assert doc["features"] == [f"{n}@t" for n in FEATURE_NAMES["switch"]]  # ecn.p4's keys
+    assert doc["config"]["hold_idle"] is True  # the switch holds idle ports, PET or not
     assert 2 <= len(doc["entries"]) <= 8
     code, _, stderr = ecntune_cli(
         "eval", *scenario, "--grid", "1a,1a,1;4a,16a,1", "--episodes", "2",

@@ -18,9 +18,11 @@ from ecntune.fabric.report import (
     load_phase,
     port_queues,
     summarize_phase,
+    switch_decisions,
     telemetry_row,
     write_report,
 )
+from ecntune.fabric.watch import parse_register_reads
 from ecntune.p4src import encoding as enc
 from ecntune.telemetry import PortTelemetry
 from ecntune.topology import preset
@@ -279,3 +281,32 @@ def test_thresholds_around_a_mid_run_change_are_compared_on_the_policys_own_inte
     flat = Phase("p", tmp_path, meta(scenario={"duration_s": 10.0, "incast_degree": 4}), [], [],
                  telemetry=rows)  # fmt: skip
     assert summarize_phase(flat).shifts == []
+
+
+def test_thresholds_the_switch_set_after_its_controller_was_killed_are_counted(tmp_path: Path):
+    """An --in-switch phase: registers read over the control port (fabric/watch.py, both
+    targets' reply formats), changes counted on each side of the kill, drawn and written."""
+    embedded = "ecn_kmin= 0, 1500, 3000\necn_kmax= 0, 3000, 6000\n"
+    bmv2 = "RuntimeCmd: ecn_kmin= 0, 1500, 3000\nRuntimeCmd: ecn_kmax= 0, 3000, 6000\nRuntimeCmd: "
+    want = {"ecn_kmin": [0, 1500, 3000], "ecn_kmax": [0, 3000, 6000]}
+    assert parse_register_reads(embedded) == want
+    assert parse_register_reads(bmv2) == want
+
+    def read(t: float, port: int, kmin: int) -> dict:
+        return {"t": T0 + t, "switch": "s1", "port": port, "kmin": kmin, "kmax": 2 * kmin,
+                "pmax_bp": 10_000}  # fmt: skip
+
+    low, high = 1500, 12_000
+    rows = [read(t, 4, k) for t, k in ((1, low), (2, high), (3, low))]  # 2 changes with it
+    rows += [read(t, 1, low) for t in (1, 2, 3, 6, 7)]  # port 1 never changes
+    rows.append({"t": T0 + 4, "event": "controller killed"})
+    rows += [read(t, 4, k) for t, k in ((5, low), (6, high), (7, high), (8, low))]  # 2 after
+    phase = Phase("tree-t", tmp_path, meta(), [], [], switch_thresholds=rows)
+    kill, ports = switch_decisions(phase)
+    assert kill == 4
+    assert [(d.port, d.changes_with_controller, d.changes_after_kill) for d in ports] == [(4, 2, 2)]
+    assert ports[0].settings_after_kill == 2
+    write_report([phase], tmp_path / "out")
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "controller killed at 4.0 s; s1 port 4: 2 changes with it, **2 after**" in text
+    assert (tmp_path / "out" / "switch_thresholds.png").stat().st_size > 0

@@ -23,16 +23,23 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
 
+from ecntune.agent.distill import Tree, TreeConfig, TreePolicy
+from ecntune.agent.features import switch_keys
+from ecntune.agent.rewards import Reward
+from ecntune.controller.switch_policy import PolicyEntry, policy_plan
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
 from ecntune.switch.compiler import compile_program
 from ecntune.switch.dataplane import Switch
 from ecntune.switch.digests import DigestConfig
 from ecntune.switch.tables import ActionCall
+from ecntune.telemetry import PortTelemetry
 from ecntune.topology import host_mac, mac_int, port_mac
 from tests.wires import Wire
 
@@ -319,3 +326,106 @@ def test_fuzzed_frames_never_crash_and_every_frame_is_accounted_for(rig, seed):
             header = bytes(ip)[:20]
             assert ip.ihl == 5
             assert sum(struct.unpack("!10H", header)) % 0xFFFF == 0  # ones'-complement sum
+
+
+# -- the in-switch policy (issue 20 part 3) ---------------------------------------------------
+
+POLICY_LINK_BPS = 20e6  # port 2's speed as the policy's class sees it
+POLICY_START = enc.encode_thresholds(kmin_bytes=300, kmax_bytes=300, pmax=0.5)  # no coin flips
+
+
+def install_policy(rig: Rig, plan: list[PolicyEntry]) -> None:
+    """Write the controller's plan straight into the tables (ranges left out: 0..255)."""
+    program = rig.switch.program
+    for name in (enc.TABLE_POLICY_PORT, enc.TABLE_POLICY_TREE):
+        program.tables[name].clear()
+    for e in plan:
+        table = program.tables[e.table]
+        key = [e.match.get(kf.name, (0, 255)) for kf in table.key]
+        action = program.action_by_name(e.action)
+        data = tuple(e.params[name] for name, _ in action.params)
+        table.insert(key, e.priority, ActionCall(action.id, data))
+
+
+def singleton_tree(keys: list[int], hit: int, miss: int) -> Tree:
+    """Boxes that partition the key space, one of them exactly `keys` (answering `hit`), all
+    others `miss`: a key off by one anywhere lands in a `miss` box."""
+    lo, hi, action = [], [], []
+    box_lo, box_hi = [0] * len(keys), [256] * len(keys)
+    for f, k in enumerate(keys):
+        for a, b in ((0, k), (k + 1, 256)):
+            if a < b:
+                lo.append([*box_lo[:f], a, *box_lo[f + 1 :]])
+                hi.append([*box_hi[:f], b, *box_hi[f + 1 :]])
+                action.append(miss)
+        box_lo[f], box_hi[f] = k, k + 1
+    lo.append(box_lo)
+    hi.append(box_hi)
+    action.append(hit)
+    return Tree(*(jnp.asarray(np.array(x), jnp.int32) for x in (lo, hi, action)))
+
+
+def policy_interval(rig: Rig, burst: list[bytes]) -> tuple[dict[str, int], enc.EcnRegisters]:
+    """Close port 2's running interval with a frame; return its digest and the thresholds
+    in force right after (the in-switch decision, if any). Then put POLICY_START back and
+    queue `burst`: every interval from the second on holds the same frames, queue depths
+    and marks."""
+    before = len(rig.digests)
+    rig.switch.digests.forget_unacked()  # as if acked: an equal digest is not suppressed
+    rig.now_us += INTERVAL_US + 5
+    rig.send(1, frame(1, 2, ECT0))
+    decided = registers(rig, 2)
+    set_thresholds(rig, 2, POLICY_START)
+    for f in burst:
+        rig.send(1, f)
+    rig.drain()
+    closed = rig.digests[before:]
+    return (closed[0] if closed else {}), decided
+
+
+def registers(rig: Rig, port: int) -> enc.EcnRegisters:
+    v = {n: rig.switch.program.registers[n].values[port] for n in POLICY_START.as_dict()}
+    return enc.EcnRegisters(*v.values())
+
+
+def test_the_switch_computes_the_simulators_keys_and_applies_the_tree_at_interval_end(rig):
+    """ecn.p4's six keys are agent/features.py's `switch_keys` of the digest, to the unit:
+    a tree whose only `hit` box is those keys sets the next thresholds, the same box moved
+    by one step along any key does not, and an empty table leaves the thresholds alone."""
+    config = TreeConfig("switch", levels=6, pmax=(0.1, 1.0), hold_idle=True)
+    hit, miss = 9, 30  # two template actions with different settings at 20 Mbit/s
+    want = {
+        a: enc.encode_thresholds(*(float(x[a]) for x in config.template.thresholds(
+            np.arange(config.template.n_actions), POLICY_LINK_BPS)))
+        for a in (hit, miss)
+    }  # fmt: skip
+    assert len({want[hit], want[miss], POLICY_START}) == 3
+    set_thresholds(rig, 2, POLICY_START)
+    rig.control(enc.OP_SET_INTERVAL, enc.interval_payload(INTERVAL_US / 1e6))
+    burst = [frame(1, 2, ECT0 if i % 3 else NOT_ECT) for i in range(12)]
+    rig.send(1, frame(1, 2, ECT0))  # opens the interval
+    rig.drain()
+    policy_interval(rig, burst)
+    reference, decided = policy_interval(rig, burst)
+    assert decided == POLICY_START  # tables empty: nothing changes
+    assert reference["marked_pkts"] > 0
+    assert reference["qdepth_sum_bytes"] > 0
+    _, telemetry = enc.decode_digest(reference, POLICY_LINK_BPS)
+    keys = [int(k) for k in np.asarray(switch_keys(telemetry))]
+    assert all(0 < k < 255 for k in keys), keys  # every key inside its range: all are tested
+
+    cases = [(keys, hit)] + [
+        ([k + d if i == f else k for i, k in enumerate(keys)], miss)
+        for f in range(len(keys))
+        for d in (-1, 1)
+    ]
+    for box, answer in cases:
+        policy = TreePolicy(config, singleton_tree(box, hit, miss), Reward("acc"))
+        install_policy(rig, policy_plan(policy, {2: POLICY_LINK_BPS, 3: 1e9}))
+        closed, decided = policy_interval(rig, burst)
+        assert closed == reference  # the same interval again, now decided in the switch
+        assert decided == want[answer], (box, keys)
+        # the simulator's table gives the same answer from the same counters
+        history = PortTelemetry(*(np.full((1, 1), x, np.float32) for x in telemetry))
+        setting = policy.act(history)  # one interval of one port
+        assert enc.encode_thresholds(*(float(x[0]) for x in setting)) == want[answer]

@@ -5,6 +5,9 @@
     ecntune demo --serve                 # and watch it live on http://127.0.0.1:8080/
     ecntune demo --storm                 # every other host's incast storm begins halfway
     ecntune demo --steady                # the same traffic all along (default: a 4:1 storm)
+    ecntune demo --policy static:secn0 --policy tree:TREE.json --in-switch --kill-controller-at 10
+                                         # the tree runs in the P4 program; the controller is
+                                         # killed 10 s into its phase and the switch goes on
 
 It builds the fabric, runs the scenario (Poisson WebSearch flows between all hosts, and
 from halfway an incast storm into one host so that the thresholds have a change to follow;
@@ -22,9 +25,13 @@ trained in the simulator for this fabric and shipped with ecntune).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from ecntune.topology import PRESETS
 from ecntune.traffic.workload import WORKLOADS
@@ -61,6 +68,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     change.add_argument("--load-to", type=float, default=None, help="step to this load")
     change.add_argument("--switch-to", choices=WORKLOADS, default=None, help="this workload")
     change.add_argument("--steady", action="store_true", help="no change: the same all along")
+    p.add_argument(
+        "--in-switch", action="store_true",
+        help="phases whose policy is a tree (tree:PATH from `ecntune distill --in-switch`) run "
+        "it in the P4 program (ecntune controller --in-switch); every switch's thresholds are "
+        "read over its control port into the phase's switch_thresholds.jsonl",
+    )  # fmt: skip
+    p.add_argument(
+        "--kill-controller-at", type=float, default=None, metavar="S",
+        help="with --in-switch: stop the controller S seconds into each in-switch phase; the "
+        "switches go on deciding (report.md: what they set after it was gone)",
+    )  # fmt: skip
     p.add_argument("--out", type=Path, default=None, help="default: results/demo-<time>")
     p.add_argument(
         "--serve", type=int, nargs="?", const=8080, default=None, metavar="PORT",
@@ -76,6 +94,39 @@ def phase_name(policy: str) -> str:
     if "/" in arg or arg.endswith(".msgpack"):
         arg = Path(arg).stem
     return f"{kind}-{arg}".replace(",", "_")
+
+
+@contextlib.contextmanager
+def in_switch_plane(fab: Any, telemetry: Path, policy: str, kill_at_s: float | None,
+                    **settings: Any) -> Iterator[None]:  # fmt: skip
+    """A controller running `policy` in the switches, every switch's thresholds watched
+    (watch.py), and, `kill_at_s` into the phase, the controller stopped for good."""
+    from ecntune.controller import control_plane
+    from ecntune.fabric.watch import ThresholdWatch
+
+    watch = ThresholdWatch(fab, telemetry.with_name("switch_thresholds.jsonl")).start()
+    controller = contextlib.ExitStack()
+    controller.enter_context(
+        control_plane(fab.topology, fab.specs, policy, telemetry, in_switch=True, **settings)
+    )
+    watch.event("controller started")
+
+    def kill() -> None:
+        controller.close()
+        watch.event("controller killed")
+        print(f"controller killed {kill_at_s:g} s into the phase; the switches go on", flush=True)
+
+    killer = threading.Timer(kill_at_s, kill) if kill_at_s is not None else None
+    try:
+        if killer:
+            killer.start()
+        yield
+    finally:
+        if killer:
+            killer.cancel()
+            killer.join()
+        controller.close()
+        watch.stop()
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -122,11 +173,24 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"ecntune demo: {e}", file=sys.stderr)
         return 2
     policies = args.policy or list(DEFAULT_POLICIES)
+    in_switch = [p for p in policies if args.in_switch and p.startswith("tree:")]
+    if args.in_switch and not in_switch:
+        print("ecntune demo: --in-switch runs tree:PATH policies; name one with --policy",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    if args.kill_controller_at is not None and not in_switch:
+        print("ecntune demo: --kill-controller-at needs --in-switch (without it the "
+              "thresholds would freeze)", file=sys.stderr)  # fmt: skip
+        return 2
 
     options = FabricOptions(switch=args.target, workdir=out / "switches")
     buffer_bytes = options.queue_depth_pkts * 1500  # kmax never beyond what a queue holds
 
     def plane(policy: str):
+        if policy in in_switch:
+            return lambda fab, telemetry: in_switch_plane(
+                fab, telemetry, policy, args.kill_controller_at, buffer_bytes=buffer_bytes
+            )
         return lambda fab, telemetry: control_plane(
             fab.topology, fab.specs, policy, telemetry, buffer_bytes=buffer_bytes
         )

@@ -17,6 +17,10 @@ turns phases into
                      preset and its fallback ran, and when and why the controller fell back;
                      where the traffic changes mid-run, every busy port's thresholds before
                      and after it: does the policy follow the change?)
+    switch_thresholds.png  for phases whose policy ran in the switch (`switch_thresholds.jsonl`,
+                     fabric/watch.py): the registers over time, the controller's end marked,
+                     and in report.md how often each port's setting changed with and without
+                     a controller
 
 and prints the table. A phase whose agent was benched is labelled so wherever its numbers
 appear: its FCTs are part agent, part static preset, and must not be read as the agent's.
@@ -27,6 +31,7 @@ delays (delay above the minimum × the port's rate).
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields
@@ -75,6 +80,7 @@ class Phase:
     sent: list[SentRecord]
     probes: list[PacketRecord] = field(default_factory=list)
     telemetry: list[dict[str, Any]] = field(default_factory=list)
+    switch_thresholds: list[dict[str, Any]] = field(default_factory=list)  # fabric/watch.py
 
     @property
     def topology(self) -> Topology:
@@ -87,6 +93,7 @@ def load_phase(name: str, outdir: Path) -> Phase:
         raise FileNotFoundError(f"{outdir} holds no run (no scenario.json)")
     probes = outdir / "probe.jsonl"
     telemetry = outdir / "telemetry.jsonl"
+    watched = outdir / "switch_thresholds.jsonl"
     rows = list(iter_jsonl(telemetry)) if telemetry.exists() else []
     for row in rows:
         if not set(row) >= TELEMETRY_KEYS:
@@ -99,6 +106,7 @@ def load_phase(name: str, outdir: Path) -> Phase:
         sent=read_records(sent_files(outdir), SentRecord),
         probes=read_records([probes], PacketRecord) if probes.exists() else [],
         telemetry=rows,
+        switch_thresholds=list(iter_jsonl(watched)) if watched.exists() else [],
     )
 
 
@@ -346,6 +354,100 @@ def summarize_control(phase: Phase) -> ControlSummary | None:
     for r in rows:
         last[(r["switch"], r["port"])] = r.get("rewrites", 0)
     return ControlSummary(n, shares, policies, changes, sum(last.values()))
+
+
+@dataclass(frozen=True)
+class SwitchDecisions:
+    """One port's thresholds as read from the switch's registers (fabric/watch.py): how
+    often they changed while the controller ran and after it was killed."""
+
+    switch: str
+    port: int
+    changes_with_controller: int
+    changes_after_kill: int
+    settings_after_kill: int  # distinct (kmin, kmax, pmax) held after the kill
+
+
+def switch_decisions(phase: Phase) -> tuple[float | None, list[SwitchDecisions]]:
+    """(when the controller was killed, s into the phase, or None; every port whose
+    registers changed), from the phase's switch_thresholds.jsonl."""
+    t0 = phase.meta["t0"]
+    kill = next((r["t"] - t0 for r in phase.switch_thresholds
+                 if r.get("event") == "controller killed"), None)  # fmt: skip
+    series: dict[tuple[str, int], list[tuple[float, tuple[int, int, int]]]] = {}
+    for r in phase.switch_thresholds:
+        if "port" in r:
+            key = (r["switch"], r["port"])
+            series.setdefault(key, []).append((r["t"] - t0, (r["kmin"], r["kmax"], r["pmax_bp"])))
+    out = []
+    for (sw, port), reads in sorted(series.items()):
+        flips = [t for (_, a), (t, b) in itertools.pairwise(reads) if a != b]
+        if not flips:
+            continue
+        after = {v for t, v in reads if kill is not None and t >= kill}
+        late = sum(kill is not None and t >= kill for t in flips)
+        out.append(SwitchDecisions(sw, port, len(flips) - late, late, len(after)))
+    return kill, out
+
+
+def _switch_section(phases: list[Phase]) -> str:
+    """report.md's account of thresholds the switches set themselves (in-switch phases)."""
+    lines = []
+    for phase in phases:
+        if not phase.switch_thresholds:
+            continue
+        kill, ports = switch_decisions(phase)
+        when = f"killed at {kill:.1f} s" if kill is not None else "never killed"
+        counts = ", ".join(
+            f"{d.switch} port {d.port}: {d.changes_with_controller} changes with it, "
+            f"**{d.changes_after_kill} after** ({d.settings_after_kill} settings)"
+            for d in ports
+        )
+        lines.append(f"- {phase.name}: controller {when}; {counts or 'no thresholds changed'}")
+    if not lines:
+        return ""
+    return (
+        "## Thresholds the switches set themselves\n\n"
+        "The policy ran in the P4 program (`--in-switch`). Once the controller is gone no "
+        "digest is read and no telemetry row written, so these counts come from the "
+        "threshold registers, read over each switch's control port every 0.5 s "
+        "(`switch_thresholds.jsonl`, `switch_thresholds.png`): changes of a port's "
+        "(kmin, kmax, pmax) between two reads.\n\n"
+        + "\n".join(lines)
+        + "\n\n![thresholds read from the switches](switch_thresholds.png)\n\n"
+    )
+
+
+def plot_switch_thresholds(phases: list[Phase], path: Path) -> None:
+    """kmin and kmax of every port whose registers changed, per in-switch phase."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [p for p in phases if p.switch_thresholds]
+    fig, axes = plt.subplots(len(shown), 1, figsize=(9, 3 * len(shown)), squeeze=False)
+    for ax, phase in zip(axes[:, 0], shown, strict=True):
+        kill, ports = switch_decisions(phase)
+        t0 = phase.meta["t0"]
+        for i, d in enumerate(ports):
+            rows = [r for r in phase.switch_thresholds
+                    if r.get("switch") == d.switch and r.get("port") == d.port]  # fmt: skip
+            t = [r["t"] - t0 for r in rows]
+            color = f"C{i % 10}"
+            ax.step(t, [r["kmin"] / 1e3 for r in rows], where="post", color=color, ls="--",
+                    lw=0.8, label=f"{d.switch}:{d.port} kmin")  # fmt: skip
+            ax.step(t, [r["kmax"] / 1e3 for r in rows], where="post", color=color,
+                    label=f"{d.switch}:{d.port} kmax")  # fmt: skip
+        if kill is not None:
+            ax.axvline(kill, color="k", ls="--", lw=1, label="controller killed")
+        ax.set(title=phase.name, xlabel="time (s)", ylabel="threshold (KB)")
+        ax.grid(alpha=0.3)
+        if ax.has_data():
+            ax.legend(fontsize=6, ncol=3, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 @dataclass(frozen=True)
@@ -618,6 +720,8 @@ def write_report(phases: list[Phase], outdir: Path, title: str = "ecntune run") 
     )
     plot_fct_cdfs(phases, outdir / "fct_cdf.png")
     plot_queues(phases, outdir / "queues.png")
+    if any(p.switch_thresholds for p in phases):
+        plot_switch_thresholds(phases, outdir / "switch_thresholds.png")
     table = format_table(summaries)
     facts = [
         f"- {s.label}: switch `{s.switch}`, hosts' TCP `{s.cc}` with ECN "
@@ -638,6 +742,7 @@ def write_report(phases: list[Phase], outdir: Path, title: str = "ecntune run") 
         + "\n".join(facts)
         + f"\n\n```\n{table}\n```\n\n"
         + _shift_section(summaries)
+        + _switch_section(phases)
         + "![FCT slowdown CDFs](fct_cdf.png)\n\n![queues and thresholds](queues.png)\n"
     )
     return table
