@@ -15,26 +15,37 @@ Model (per step of `dt` seconds):
 - a flow completes when all its bytes are delivered; its FCT is recorded.
 Per-port counters accumulate exactly the fields of the P4 telemetry digest.
 
-How it runs fast (`run`): flow slots are sized for the busiest moment of an episode, but
-admission always fills the lowest free slots, so the flows in flight sit in a prefix of
-the slots. Before a run of steps (one telemetry interval), `run` bounds the slots it can
-touch — the highest slot in use plus every flow that may start before the run ends — and
-steps only that prefix, the smallest of a few static sizes (`prefixes`: 32, 64, ..., all);
-the free slots past it stay as they are (admission resets everything a slot holds), and
-the feedback ring's columns past it are never read (a flow reads only rows written since
-it started). Under `vmap` the largest prefix any episode of the batch needs runs for the
-whole batch (a custom batching rule: a batched `lax.switch` would run every size), so the
-batch enlarges the kernels instead of multiplying them. The slots left out are free and
-would only add exact zeros, so the result is that of stepping every slot up to float
-rounding: XLA compiles each prefix's loop on its own and may fuse a product and a sum into
-one FMA differently, which can move a byte count in its last bit (measured on testbed24:
-DCQCN episodes bit-identical, DCTCP ones identical FCTs for all but the flows a last-bit
-difference tips over the 0.5-byte completion test, see sim/README.md).
+How it runs fast (`run`; sim/README.md "Speed" has the measurements). A step costs about
+the same per flow slot it touches, and the slots are sized for an episode's busiest
+moment, so `run` steps as few slots as it can:
+- **prefixes**: a run of steps touches only a prefix of the slots, the smallest of a few
+  static sizes (`prefixes`: 32, 48, 64, 96, ..., all) that holds the flows in flight and
+  every flow that may start before the run ends (admission fills the lowest free slots);
+  the feedback ring's columns past it are never read (a flow reads only rows written
+  since it started);
+- **compaction**: before each run the flows in flight move to the lowest slots, with
+  their per-slot state and ring columns (`_compacted`), so completions that free low
+  slots do not leave a sparse prefix behind;
+- **stretches**: an interval runs as `STRETCHES` such runs, so each bound counts only the
+  flows starting within its stretch;
+- under `vmap` the largest prefix any episode of the batch needs runs for the whole batch
+  (a custom batching rule: a batched `lax.switch` would run every size), so the batch
+  enlarges the kernels instead of multiplying them.
+Per step, the work that is not per step is left out of it: admission runs only in steps
+where a flow is due (the same batching rule), each slot holds its flow's constants
+(`SlotFlow`, copied at admission, not gathered by flow id each step), departures, their
+markable bytes and elephant bytes are summed onto links in one scatter, and the senders
+counter (an OR over the interval) takes in what each slot saw once per run, not per step.
+The slots left out are free and would only add exact zeros; moving flows between slots
+changes only the order of float additions onto a link. Measured on testbed24 and star8
+(sim/README.md): every FCT identical to the last bit on most episodes, a few tipped over
+the 0.5-byte completion test by a last-bit difference, statistics unchanged.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -62,6 +73,30 @@ class Params(NamedTuple):
     line_rate: jnp.ndarray  # (N,) bytes/s of the source NIC
     capacity_events: jnp.ndarray  # (E, 3): link, time down, time up (failures)
     ect: jnp.ndarray  # (N,) bool: the source negotiated ECN (ECT); the P4 program marks only these
+
+
+class SlotFlow(NamedTuple):
+    """What a slot's flow is, copied from Params when it is admitted (F,): a step reads
+    them per slot instead of gathering them by flow id (gathers are a step's costliest
+    work on CPU after scatters). Kept after the flow completes, until the slot is reused."""
+
+    start: jnp.ndarray
+    size: jnp.ndarray
+    path: jnp.ndarray  # (F, H), -1 past the last hop
+    last_hop: jnp.ndarray
+    base_rtt: jnp.ndarray
+    line_rate: jnp.ndarray
+    ect: jnp.ndarray
+    src_bit: jnp.ndarray  # the telemetry's hashed source (SENDER_BITS)
+
+    @staticmethod
+    def of(params: Params, fid: jnp.ndarray) -> SlotFlow:
+        return SlotFlow(
+            start=params.start[fid], size=params.size[fid], path=params.path[fid],
+            last_hop=params.hops[fid] - 1, base_rtt=params.base_rtt[fid],
+            line_rate=params.line_rate[fid], ect=params.ect[fid],
+            src_bit=(params.src[fid] * 40503 % SENDER_BITS).astype(jnp.int32),  # multiplicative
+        )  # fmt: skip
 
 
 class Counters(NamedTuple):
@@ -98,10 +133,15 @@ class NetState(NamedTuple):
     backlog_marked: jnp.ndarray
     cc: transport.CCState
     admitted: jnp.ndarray  # (F,) step at which the slot's flow started
+    flow: SlotFlow
+    # (F, H) the flow sent at that hop since the senders counter last took it in
+    # (`with_senders`: at the end of a run of steps and before its slot is reused)
+    seen: jnp.ndarray
     feedback: jnp.ndarray  # (D, F, 3) acked, ECN-echoed, lost bytes on their way back
     fct: jnp.ndarray  # (N,) seconds, -1 until the flow completes
     counters: Counters
     ledger: Ledger
+    queue: jnp.ndarray  # (L,) bytes queued per link as the last step left them
 
 
 def zero_counters(n_links: int) -> Counters:
@@ -118,9 +158,12 @@ def init(params: Params, slots: int, ring: int) -> NetState:
         backlog=jnp.zeros((slots, hops), jnp.float32),
         backlog_marked=jnp.zeros((slots, hops), jnp.float32),
         cc=transport.fresh(zf), admitted=jnp.zeros(slots, jnp.int32),
+        flow=SlotFlow.of(params, jnp.zeros(slots, jnp.int32)),
+        seen=jnp.zeros((slots, hops), bool),
         feedback=jnp.zeros((ring, slots, 3), jnp.float32),
         fct=jnp.full(params.start.shape[0], -1.0, jnp.float32),
         counters=zero_counters(n_links), ledger=Ledger(*(jnp.float32(0.0) for _ in range(3))),
+        queue=jnp.zeros(n_links, jnp.float32),
     )  # fmt: skip
 
 
@@ -129,6 +172,11 @@ def red_probability(q, kmin, kmax, pmax):
     between = pmax * (q - kmin) / jnp.maximum(kmax - kmin, 1.0)
     p = jnp.where(q >= kmax, 1.0, jnp.where(q > kmin, between, 0.0))
     return jnp.where(kmax > 0, p, 0.0)
+
+
+def _as_is(params: Params, s: NetState) -> NetState:
+    """Admission's other branch, in a step where no flow is due."""
+    return s
 
 
 def _admit(params: Params, s: NetState) -> NetState:
@@ -141,34 +189,63 @@ def _admit(params: Params, s: NetState) -> NetState:
     rank = jnp.cumsum(free) - 1
     take = free & (rank < k)
     k = jnp.minimum(k, jnp.sum(free))
-    fid = jnp.where(take, s.next_flow + rank, -1)
-    safe = jnp.maximum(fid, 0)
-    line = params.line_rate[safe]
-    fresh = transport.fresh(line)
-    cc = jax.tree.map(lambda old, new: jnp.where(take, new, old), s.cc, fresh)
+    s = _fill(params, s, take, s.next_flow + rank)
+    return s._replace(next_flow=s.next_flow + k)
+
+
+def occupy(params: Params, s: NetState, slot: int, flow: int) -> NetState:
+    """`flow` started in `slot` now, as admission starts it (for states built by hand)."""
+    return _fill(params, s, jnp.arange(s.slot.shape[0]) == slot, jnp.full_like(s.slot, flow))
+
+
+def with_senders(s: NetState, slots: jnp.ndarray | None = None) -> NetState:
+    """The senders counter with what the slots (all, or where `slots`) have seen since it
+    last took them in; their `seen` cleared. One scatter per run of steps instead of one
+    per step (the counter is an OR over the interval: when a source was seen does not
+    matter)."""
+    seen = s.seen if slots is None else s.seen & slots[:, None]
+    link = jnp.where(s.flow.path >= 0, s.flow.path, 0)
+    senders = s.counters.senders.at[link, s.flow.src_bit[:, None]].max(seen)
+    return s._replace(counters=s.counters._replace(senders=senders), seen=s.seen & ~seen)
+
+
+def _fill(params: Params, s: NetState, take: jnp.ndarray, fid: jnp.ndarray) -> NetState:
+    """Slot i starts flow fid[i] wherever take[i]: fresh transport, nothing sent yet."""
+    fid = jnp.where(take, fid, 0)
+
+    def pick(new: jnp.ndarray, old: jnp.ndarray) -> jnp.ndarray:
+        return jnp.where(take.reshape(take.shape + (1,) * (old.ndim - 1)), new, old)
+
+    s = with_senders(s, take)
+    flow = jax.tree.map(pick, SlotFlow.of(params, fid), s.flow)
     return s._replace(
-        next_flow=s.next_flow + k,
-        slot=jnp.where(take, fid, s.slot),
-        admitted=jnp.where(take, s.step, s.admitted),
-        to_send=jnp.where(take, params.size[safe], s.to_send),
-        sent=jnp.where(take, 0.0, s.sent),
-        delivered=jnp.where(take, 0.0, s.delivered),
-        backlog=jnp.where(take[:, None], 0.0, s.backlog),
-        backlog_marked=jnp.where(take[:, None], 0.0, s.backlog_marked),
-        cc=cc,
+        slot=pick(fid, s.slot),
+        admitted=pick(s.step, s.admitted),
+        to_send=pick(flow.size, s.to_send),
+        sent=pick(0.0, s.sent),
+        delivered=pick(0.0, s.delivered),
+        backlog=pick(0.0, s.backlog),
+        backlog_marked=pick(0.0, s.backlog_marked),
+        cc=jax.tree.map(pick, transport.fresh(flow.line_rate), s.cc),
+        flow=flow,
     )
 
 
 def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: str) -> NetState:
     """Advance by dt. thresholds: (L, 3) kmin, kmax, pmax per directed link (kmax 0: no ECN)."""
-    s = _admit(params, s)
+    # admission only in the steps where a flow is due (one in ~100 on testbed24; under vmap
+    # where one episode of the batch has one: admitting nothing is a no-op for the others)
+    n = params.start.shape[0]
+    due = (s.next_flow < n) & (params.start[jnp.minimum(s.next_flow, n - 1)] <= s.t)
+    s = _switch_batch_max((_as_is, _admit), due.astype(jnp.int32), params, s)
     n_links = params.capacity.shape[0]
     active = s.slot >= 0
-    fid = jnp.maximum(s.slot, 0)
-    path = params.path[fid]  # (F, H)
-    hop_ok = (path >= 0) & active[:, None]
-    link = jnp.where(hop_ok, path, 0)
-    last_hop = params.hops[fid] - 1
+    f = s.flow
+    hop_ok = (f.path >= 0) & active[:, None]
+    # link 0 stands in for hops a slot does not have; backlogs there are always zero (bytes
+    # enter at hop 0 of an active slot and move only along its path; freed slots are
+    # zeroed), so what is computed from backlogs needs no mask and adds only zeros to it
+    link = jnp.where(hop_ok, f.path, 0)
 
     down = (s.t >= params.capacity_events[:, 1]) & (s.t < params.capacity_events[:, 2])
     failed = jnp.zeros(n_links, bool).at[params.capacity_events[:, 0].astype(jnp.int32)].max(down)
@@ -178,41 +255,42 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
         """Sum (F, H) per-hop amounts onto their links: (L,), or (L, k) for k amounts at
         once (one scatter instead of k: scatters dominate a step on CPU)."""
         b = jnp.stack(per_hop, axis=-1)
-        out = jax.ops.segment_sum(
-            jnp.where(hop_ok[..., None], b, 0.0).reshape(-1, len(per_hop)), link.ravel(), n_links
-        )
+        out = jax.ops.segment_sum(b.reshape(-1, len(per_hop)), link.ravel(), n_links)
         return out[:, 0] if len(per_hop) == 1 else out
 
     # 1. senders inject at their congestion-controlled rate
-    q = queue_of(s.backlog)
+    q = s.queue  # the backlogs summed by the last step (less any a completion let go)
     qdelay = jnp.sum(jnp.where(hop_ok, q[link] / jnp.maximum(capacity[link], 1.0), 0.0), axis=1)
-    rtt = params.base_rtt[fid] + qdelay
-    rate = transport.send_rate(kind, s.cc, rtt, params.line_rate[fid])
+    rtt = f.base_rtt + qdelay
+    rate = transport.send_rate(kind, s.cc, rtt, f.line_rate)
     inject = jnp.where(active, jnp.minimum(s.to_send, rate * dt), 0.0)
     backlog = s.backlog.at[:, 0].add(inject)
 
     # 2. every queue serves capacity·dt, shared by backlog — a backlog under one packet
     #    weighs as a whole packet, so a flow's last packet leaves after the queue ahead of
     #    it (FIFO) instead of decaying geometrically; departures are marked
-    weight = jnp.where(hop_ok & (backlog > 0), jnp.maximum(backlog, MTU_BYTES), 0.0)
+    weight = jnp.where(backlog > 0, jnp.maximum(backlog, MTU_BYTES), 0.0)
     q, total_weight = queue_of(backlog, weight).T
     allowance = capacity[link] * dt * weight / jnp.maximum(total_weight[link], 1e-9)
-    dep = jnp.where(hop_ok, jnp.minimum(backlog, allowance), 0.0)
-    served = queue_of(dep)
+    dep = jnp.minimum(backlog, allowance)
+    frac = jnp.where(backlog > 0, dep / jnp.maximum(backlog, 1e-9), 0.0)
+    dep_marked_before = s.backlog_marked * frac
+    ect = f.ect[:, None]  # non-ECT packets are never marked (the P4 program's rule)
+    markable = jnp.where(ect, dep - dep_marked_before, 0.0)  # ECT bytes not yet marked
+    elephant = jnp.where((s.sent + inject)[:, None] > ELEPHANT_BYTES, dep, 0.0)
+    # one scatter for everything that leaves: a link marks p_mark of its markable bytes
+    served, markable_at, elephant_at = queue_of(dep, markable, elephant).T
     q_left = jnp.maximum(q - served, 0.0)
     kmin, kmax, pmax = thresholds[:, 0], thresholds[:, 1], thresholds[:, 2]
     p_mark = red_probability(q_left, kmin, kmax, pmax)
-    frac = jnp.where(backlog > 0, dep / jnp.maximum(backlog, 1e-9), 0.0)
-    dep_marked_before = jnp.where(hop_ok, s.backlog_marked * frac, 0.0)
-    ect = params.ect[fid][:, None]  # non-ECT packets are never marked (the P4 program's rule)
-    new_marks = jnp.where(ect, (dep - dep_marked_before) * p_mark[link], 0.0)
+    new_marks = markable * p_mark[link]
     dep_marked = dep_marked_before + new_marks
     backlog = backlog - dep
     backlog_marked = s.backlog_marked - dep_marked_before
 
     # 3. departures move one hop on, or are delivered at the last hop
-    hop_idx = jnp.arange(path.shape[1])[None, :]
-    at_last = hop_idx == last_hop[:, None]
+    hop_idx = jnp.arange(f.path.shape[1])[None, :]
+    at_last = hop_idx == f.last_hop[:, None]
     moving = jnp.where(at_last, 0.0, dep)
     moving_marked = jnp.where(at_last, 0.0, dep_marked)
     arrive = jnp.pad(moving, ((0, 0), (1, 0)))[:, :-1]
@@ -222,13 +300,14 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
 
     # 4. tail drop what does not fit behind the queue's buffer; the sender re-sends it
     #    (injected bytes were already queued at the NIC in step 1)
-    q_after, arrivals = queue_of(backlog + arrive, arrive).T
+    arrivals = queue_of(arrive)
+    q_after = q_left + arrivals
     overflow = jnp.maximum(0.0, q_after - params.buffer)
     drop_frac = jnp.where(
         arrivals > 0, jnp.minimum(1.0, overflow / jnp.maximum(arrivals, 1e-9)), 0.0
     )
-    dropped = jnp.where(hop_ok, arrive * drop_frac[link], 0.0)
-    keep = 1.0 - jnp.where(hop_ok, drop_frac[link], 0.0)
+    dropped = arrive * drop_frac[link]
+    keep = 1.0 - drop_frac[link]
     backlog = backlog + arrive * keep
     backlog_marked = backlog_marked + arrive_marked * keep
     lost = jnp.sum(dropped, axis=1)
@@ -238,7 +317,7 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     #    `delay` steps ago, if its flow had started by then (rows left by the slot's
     #    previous flow are never read): O(slots) work a step, not O(ring x slots)
     ring = s.feedback.shape[0]
-    delay = jnp.clip(jnp.round(params.base_rtt[fid] / dt).astype(jnp.int32), 1, ring - 1)
+    delay = jnp.clip(jnp.round(f.base_rtt / dt).astype(jnp.int32), 1, ring - 1)
     cols = jnp.arange(s.slot.shape[0])
     due = s.feedback[(s.step - delay) % ring, cols] * (s.step - s.admitted >= delay)[:, None]
     acked, echoed, lost_fb = due[:, 0], due[:, 1], due[:, 2]
@@ -246,33 +325,32 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     # place; with no such order between them it copies the whole ring twice a step
     row = jnp.stack([delivered, delivered_marked, lost], axis=-1) + 0.0 * due
     feedback = jax.lax.dynamic_update_slice_in_dim(s.feedback, row[None], s.step % ring, 0)
-    cc = transport.UPDATES[kind](s.cc, acked, echoed, lost_fb, dt, params.line_rate[fid])
-    cc = transport.cwnd_limited(s.cc, cc, params.line_rate[fid] * rtt)
+    cc = transport.UPDATES[kind](s.cc, acked, echoed, lost_fb, dt, f.line_rate)
+    cc = transport.cwnd_limited(s.cc, cc, f.line_rate * rtt)
 
     # 6. completions: every byte delivered. float32 sums can leave a flow a fraction of a
     #    byte short of its size (0.5-byte resolution past 4 MB) with nothing left to send
     #    or queued: that flow is complete too, not stuck forever
     total_delivered = s.delivered + delivered
     to_send = s.to_send - inject + lost
-    emptied = (to_send <= 0.5) & (jnp.sum(jnp.where(hop_ok, backlog, 0.0), axis=1) <= 0.5)
-    done = active & ((total_delivered >= params.size[fid] - 0.5) | emptied)
-    fct = s.fct.at[jnp.where(done, fid, params.start.shape[0])].set(
-        s.t + dt - params.start[fid] + params.base_rtt[fid] / 2, mode="drop"
+    emptied = (to_send <= 0.5) & (jnp.sum(backlog, axis=1) <= 0.5)
+    done = active & ((total_delivered >= f.size - 0.5) | emptied)
+    fct = s.fct.at[jnp.where(done, s.slot, params.start.shape[0])].set(
+        s.t + dt - f.start + f.base_rtt / 2, mode="drop"
     )
 
     # 7. per-link counters (the telemetry digest's fields)
     c = s.counters
     pkts = served / MTU_BYTES
-    src_bit = (params.src[fid] * 40503 % SENDER_BITS).astype(jnp.int32)  # a multiplicative hash
-    elephant = jnp.where((s.sent + inject)[:, None] > ELEPHANT_BYTES, dep, 0.0)
-    marked_at, elephant_at, dropped_at = queue_of(new_marks, elephant, dropped).T
+    marked_at = markable_at * p_mark
+    dropped_at = jnp.minimum(overflow, arrivals)  # every arrival at a link loses drop_frac
     counters = Counters(
         tx_bytes=c.tx_bytes + served,
         marked_bytes=c.marked_bytes + marked_at,
         qdepth_sum=c.qdepth_sum + q_left * pkts,
         qdepth_samples=c.qdepth_samples + pkts,
         qdepth_max=jnp.maximum(c.qdepth_max, jnp.where(served > 0, q_left, 0.0)),
-        senders=c.senders.at[link, src_bit[:, None]].max(dep > 0),  # in place
+        senders=c.senders,
         elephant_bytes=c.elephant_bytes + elephant_at,
         dropped_bytes=c.dropped_bytes + dropped_at,
     )
@@ -289,6 +367,8 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
         backlog_marked=jnp.where(keep_slot[:, None], backlog_marked, 0.0),
         cc=cc,
         admitted=s.admitted,
+        flow=s.flow,
+        seen=s.seen | (dep > 0),
         feedback=feedback,
         fct=fct,
         counters=counters,
@@ -297,30 +377,38 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
             delivered=s.ledger.delivered + jnp.sum(delivered),
             dropped=s.ledger.dropped + jnp.sum(lost),
         ),
+        queue=q_after - dropped_at,
     )
 
 
-MIN_PREFIX = 32  # the smallest slot prefix `run` steps; then doubling up to all slots
-PER_SLOT = ("slot", "to_send", "sent", "delivered", "backlog", "backlog_marked", "cc", "admitted")
+MIN_PREFIX = 32  # the smallest slot prefix `run` steps; then ×1.5 and ×4/3 in turn
+PER_SLOT = (
+    "slot", "to_send", "sent", "delivered", "backlog", "backlog_marked", "cc", "admitted", "flow",
+    "seen",
+)  # fmt: skip
+# `run` steps an interval in this many stretches, each on the prefix its own flows need:
+# a stretch's bound counts only the flows that start within it
+STRETCHES = 8
 
 
 def prefixes(slots: int) -> tuple[int, ...]:
-    """The static slot-prefix sizes `run` may step: 32, 64, ... and all `slots`."""
-    sizes = []
-    k = MIN_PREFIX
-    while k < slots:
+    """The static slot-prefix sizes `run` may step: 32, 48, 64, 96, 128, ... and all
+    `slots` (a prefix wastes at most a third of its slots; each size compiles a loop)."""
+    sizes, k = [], MIN_PREFIX
+    while 10 * k < 9 * slots:  # not a size within 10 % of all of them
         sizes.append(k)
-        k *= 2
+        k = k * 3 // 2 if k & (k - 1) == 0 else k * 4 // 3  # from a power of two ×1.5
     return (*sizes, slots)
 
 
-def slots_needed(params: Params, s: NetState, steps: int, dt: float) -> jnp.ndarray:
-    """An upper bound of the slots the next `steps` steps touch: the highest slot in use,
-    plus every flow that starts by then (each takes the lowest free slot)."""
-    used = jnp.max(jnp.where(s.slot >= 0, jnp.arange(1, s.slot.shape[0] + 1), 0))
+def slots_needed(params: Params, s: NetState, steps: jnp.ndarray | int, dt: float) -> jnp.ndarray:
+    """An upper bound of the slots the next `steps` steps touch once the flows in flight are
+    moved to the lowest slots (`_compacted`): those flows, plus every flow that starts by
+    then (each takes the lowest free slot)."""
+    in_flight = jnp.sum(s.slot >= 0)
     t_end = s.t + (steps + 2) * dt  # a margin over t's float32 accumulation
     starting = jnp.searchsorted(params.start, t_end, side="right") - s.next_flow
-    return used + starting
+    return in_flight + starting
 
 
 def run(
@@ -332,46 +420,81 @@ def run(
     steps: int,
     record: Callable[[Params, NetState], Any] | None = None,
 ) -> tuple[NetState, Any]:
-    """`steps` steps (a lax.scan) on the smallest slot prefix that holds them (module
-    docstring): the result of scanning `step` over every slot, up to float rounding.
-    `record(params, state)` after each step gives the scan's stacked output (None: nothing);
-    it takes params as an argument, not from a closure (under vmap a closure over batched
-    params would hide them from `_switch_batch_max`'s batching rule)."""
-    slots = s.slot.shape[0]
-    sizes = prefixes(slots)
+    """`steps` steps on the smallest slot prefix that holds them (module docstring): the
+    result of scanning `step` over every slot, up to float rounding. Without `record` the
+    steps run in `STRETCHES` stretches, each on its own prefix; `record(params, state)`
+    after each step gives the scan's stacked output (None: nothing) and runs them in one
+    stretch. It takes params as an argument, not from a closure (under vmap a closure over
+    batched params would hide them from `_switch_batch_max`'s batching rule)."""
+    if record is not None:
+        return _stretch(params, s, thresholds, steps, dt=dt, kind=kind, record=record)
+    edges = [steps * i // STRETCHES for i in range(STRETCHES + 1)]
+    lengths = jnp.asarray([b - a for a, b in itertools.pairwise(edges)], jnp.int32)
+
+    def stretch(n: NetState, length: jnp.ndarray) -> tuple[NetState, None]:
+        return _stretch(params, n, thresholds, length, dt=dt, kind=kind, record=None)[0], None
+
+    s, _ = jax.lax.scan(stretch, s, lengths)
+    return s, None
+
+
+def _stretch(params, s, thresholds, steps, dt, kind, record):
+    """`steps` steps (static with `record`, else possibly traced) on the smallest prefix."""
+    sizes = prefixes(s.slot.shape[0])
+    # a recorded stretch's length is static (the scan's), else an operand of every branch
+    static = {"steps": steps} if record is not None else {}
+    operands = (params, s, thresholds) + (() if static else (steps,))
     branches = tuple(
-        functools.partial(_run_prefix, dt=dt, kind=kind, steps=steps, k=k, record=record)
+        functools.partial(_run_prefix, dt=dt, kind=kind, k=k, record=record, **static)
         for k in sizes
     )
     if len(sizes) == 1:
-        return branches[0](params, s, thresholds)
+        return branches[0](*operands)
     need = slots_needed(params, s, steps, dt)
     which = jnp.searchsorted(jnp.asarray(sizes[:-1]), need).astype(jnp.int32)
-    return _switch_batch_max(branches, which, params, s, thresholds)
+    return _switch_batch_max(branches, which, *operands)
 
 
-def _run_prefix(params, s, thresholds, dt, kind, steps, k, record):
+def _compacted(s: NetState, k: int) -> NetState:
+    """The first k slots after moving every flow in flight to the lowest slots, in slot
+    order (its per-slot state and its feedback ring column with it): a prefix then holds
+    the flows in flight however the slots freed since fell. k must hold them all."""
+    order = jnp.argsort(s.slot < 0, stable=True)[:k]
+    cut = {name: jax.tree.map(lambda x: x[order], getattr(s, name)) for name in PER_SLOT}
+    return s._replace(feedback=s.feedback[:, order], **cut)
+
+
+def _run_prefix(params, s, thresholds, steps, dt, kind, k, record):
+    """`steps` steps of the first k slots, compacted (`_compacted`); `record` as in `run`."""
     full = s
-    if k < s.slot.shape[0]:
-        cut = {name: jax.tree.map(lambda x: x[:k], getattr(s, name)) for name in PER_SLOT}
-        s = s._replace(feedback=s.feedback[:, :k], **cut)
+    s = _compacted(s, k)
 
-    def one(n: NetState, _: None) -> tuple[NetState, Any]:
-        n = step(params, n, thresholds, dt, kind)
-        return n, (None if record is None else record(params, n))
+    def one(n: NetState) -> NetState:
+        return step(params, n, thresholds, dt, kind)
 
-    s, out = jax.lax.scan(one, s, None, length=steps)
-    if k < full.slot.shape[0]:  # the prefix back into the full per-slot arrays
-        put = functools.partial(jax.tree.map, lambda old, x: old.at[:k].set(x))
-        back = {name: put(getattr(full, name), getattr(s, name)) for name in PER_SLOT}
-        s = s._replace(feedback=full.feedback.at[:, :k].set(s.feedback), **back)
+    if record is None:
+        s, out = jax.lax.fori_loop(0, steps, lambda _, n: one(n), s), None
+    else:
+
+        def recorded(n: NetState, _: None) -> tuple[NetState, Any]:
+            n = one(n)
+            return n, record(params, n)
+
+        s, out = jax.lax.scan(recorded, s, None, length=steps)
+    s = with_senders(s)
+    # the prefix back into the full per-slot arrays; every slot past it is free now
+    put = functools.partial(jax.tree.map, lambda old, x: old.at[:k].set(x))
+    back = {name: put(getattr(full, name), getattr(s, name)) for name in PER_SLOT}
+    back["slot"] = jnp.full_like(full.slot, -1).at[:k].set(s.slot)
+    s = s._replace(feedback=full.feedback.at[:, :k].set(s.feedback), **back)
     return s, out
 
 
 def _switch_batch_max(branches, which, *operands):
     """lax.switch(which, branches, *operands); under vmap the branch of the largest `which`
     in the batch runs for every element (vmap would otherwise run every branch and select
-    per element). Valid here because a larger prefix gives the same result."""
+    per element). Valid where a later branch gives every element what its own would: a
+    larger slot prefix the same result, admission nothing to an episode with no flow due."""
 
     @jax.custom_batching.custom_vmap
     def switch(which, *operands):
@@ -398,9 +521,8 @@ def trace(
     """
 
     def record(p: Params, n: NetState) -> tuple[jnp.ndarray, jnp.ndarray]:
-        fid = jnp.maximum(n.slot, 0)
-        on = (p.path[fid] >= 0) & (n.slot >= 0)[:, None]
-        link = jnp.where(on, p.path[fid], 0)
+        on = (n.flow.path >= 0) & (n.slot >= 0)[:, None]
+        link = jnp.where(on, n.flow.path, 0)
         q = jax.ops.segment_sum(
             jnp.where(on, n.backlog, 0.0).ravel(), link.ravel(), thresholds.shape[0]
         )

@@ -199,13 +199,12 @@ def test_a_step_marks_departures_with_the_red_probability_of_the_queue_left():
     backlogs = jnp.array([5_000.0, 20_000.0, 30_000.0, 45_000.0, 80_000.0]) + served
 
     def marked_fraction(b: jnp.ndarray, ect: jnp.ndarray) -> jnp.ndarray:
-        net = state.net._replace(
+        p = params._replace(ect=params.ect.at[0].set(ect))
+        net = network.occupy(p, state.net, slot=0, flow=0)._replace(
             next_flow=jnp.int32(1),  # flow 0 already admitted by hand, idle at its NIC
-            slot=state.net.slot.at[0].set(0),
             to_send=state.net.to_send.at[0].set(0.0),
             backlog=state.net.backlog.at[0, PORT].set(b),
         )
-        p = params._replace(ect=params.ect.at[0].set(ect))
         out = network.step(p, net, per_link, env.dt, "dctcp").counters
         return out.marked_bytes[port] / out.tx_bytes[port]
 
@@ -402,9 +401,8 @@ def test_a_flow_with_nothing_left_to_send_or_queued_is_complete_even_a_byte_shor
     def fct_after_one_step(queued: float) -> float:
         """Flow 0 admitted by hand: all sent, `queued` bytes at the switch port, the rest
         delivered but for 2 bytes (lost to rounding)."""
-        net = state.net._replace(
+        net = network.occupy(params, state.net, slot=0, flow=0)._replace(
             next_flow=jnp.int32(1),
-            slot=state.net.slot.at[0].set(0),
             to_send=state.net.to_send.at[0].set(0.0),
             delivered=state.net.delivered.at[0].set(size - 2.0 - queued),
             backlog=state.net.backlog.at[0, PORT].set(queued),
