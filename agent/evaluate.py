@@ -202,8 +202,15 @@ def _rollout(
 ) -> Callable:
     """make_rollout, compiled once per env and kind of policy: policies with the same
     signature (their class and config) differ only in their params, which are arguments.
-    A judge scoring every checkpoint of a training run compiles once."""
+    A judge scoring every checkpoint of a training run compiles once.
+
+    Only the latest env's rollouts are kept: XLA's CPU code of one compiled testbed24
+    rollout takes thousands of memory maps, and a process that kept every scenario's
+    passed Linux's limit of 65,530 per process (vm.max_map_count) and crashed."""
     key = (env, signature, drain_factor, batched_params)
+    if any(other[0] is not env for other in _ROLLOUTS):
+        _ROLLOUTS.clear()
+        _BATCHES.clear()
     if key not in _ROLLOUTS:
         _ROLLOUTS[key] = make_rollout(env, act, drain_factor, batched_params)
     return _ROLLOUTS[key]
@@ -472,9 +479,10 @@ def evaluate_mix(
     """The whole protocol: every agent, SECN0-2 and the grid on every scenario's episodes.
 
     With `cache`, each scenario's outcomes are kept there, the statics' together and each
-    agent's apart (named by a hash of the scenario, episodes, seed, drain and the policies,
-    an agent by its checkpoint's bytes) and reused: an interrupted evaluation resumes, and
-    a new agent is judged against the statics already run."""
+    agent's apart (named by a hash of the scenario, episodes, seed, drain, the policies (an
+    agent by its checkpoint's bytes) and the simulator's sources) and reused: an
+    interrupted evaluation resumes, a new agent is judged against the statics already run,
+    and nothing a different simulator computed is mixed in."""
     from tqdm import tqdm
 
     from ecntune.agent.actions import alpha_bytes
@@ -486,11 +494,12 @@ def evaluate_mix(
     groups = [(statics, repr(static_names))] + [
         ({name: policy}, _identity(name, policy)) for name, policy in agents.items()
     ]
+    simulator = _simulator_fingerprint()
     bar = tqdm(total=len(scenarios) * (len(statics) + len(agents)) * episodes,
                desc="evaluate", unit="episode", disable=not progress)  # fmt: skip
 
     def run(sc: SimScenario, policies: dict[str, Any], identity: str) -> dict[str, Outcome]:
-        what = repr((sc, episodes, seed, drain_factor, identity)).encode()
+        what = repr((sc, episodes, seed, drain_factor, identity, simulator)).encode()
         path = cache / f"{hashlib.sha256(what).hexdigest()[:16]}.npz" if cache else None
         if path is not None and path.exists():
             bar.update(len(policies) * episodes)
@@ -524,6 +533,16 @@ def evaluate_mix(
         list(scenarios), runs, list(agents), static_names, per, single, mix, episodes, seed,
         frozen, alpha,
     )  # fmt: skip
+
+
+def _simulator_fingerprint() -> str:
+    """A hash of the simulator's sources (sim/*.py), part of every cached outcome's name."""
+    import ecntune.sim
+
+    digest = hashlib.sha256()
+    for path in sorted(Path(ecntune.sim.__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _identity(name: str, policy: Any) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -22,6 +23,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, (available, reason) in NEEDS.items():
             if item.get_closest_marker(marker) and not available():
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_code_released_after_each_module():
+    """XLA's CPU code takes thousands of memory maps per compiled simulation; one pytest
+    process that kept every module's passed Linux's 65,530 per process (vm.max_map_count)
+    and crashed inside XLA (a segfault compiling in test_sim, 60 % into the suite)."""
+    yield
+    if "jax" in sys.modules:
+        sys.modules["jax"].clear_caches()
 
 
 @pytest.fixture
