@@ -44,7 +44,9 @@ from ecntune.traffic import fct as metrics
 
 BOOTSTRAP = 2000
 BASELINE_PRESETS = ("secn0", "secn1", "secn2")
-CHUNK = 64  # episodes simulated per batched call (memory, progress)
+# episodes simulated per batched call: testbed24 and fabric288 step most episodes per second
+# at batch 16 or below (bench/bench_sim.py, sim/README.md "Speed": ~20 % more than at 64)
+CHUNK = 16
 
 
 class Outcome(NamedTuple):
