@@ -225,6 +225,25 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path, ecn
     assert "kmin <= kmax" in stderr
 
 
+def test_cached_outcomes_are_reused_only_under_the_same_simulator(tmp_path, monkeypatch):
+    def judged() -> evaluate.MixResult:
+        sc = [SimScenario("tiny", load=0.5, episode_s=0.1)]
+        return evaluate.evaluate_mix(
+            sc, {}, episodes=1, grid=["1a,1a,1"], progress=False, cache=tmp_path
+        )
+
+    first = judged()
+    cached = set(tmp_path.iterdir())
+    assert len(cached) == 1  # the statics of the one scenario, together
+    again = judged()
+    assert set(tmp_path.iterdir()) == cached  # reused
+    for name, outcome in first.runs[0].items():
+        np.testing.assert_array_equal(again.runs[0][name].fct_s, outcome.fct_s)
+    monkeypatch.setattr(evaluate, "_simulator_fingerprint", lambda: "another simulator")
+    judged()
+    assert len(set(tmp_path.iterdir())) == 2  # run again, not taken from the old simulator
+
+
 def test_a_judge_never_uses_held_out_seeds():
     with pytest.raises(ValueError, match="held-out"):
         evaluate.Judge(SimScenario("tiny"), episodes=5, seed=9_998)
