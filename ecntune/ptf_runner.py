@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ecntune.p4src import PROGRAM
-from ecntune.targets import SwitchSpec, free_port, start, stop, target
+from ecntune.targets import SwitchSpec, start, stop, target
 
 REPO = Path(__file__).resolve().parents[1]
 PTF_DIR = REPO / "ptf-tests"
@@ -76,10 +76,8 @@ def run_suite(target_name: str, tests: list[str], verbose: bool = False) -> int:
         tempfile.TemporaryDirectory(prefix="ecntune-ptf-") as tmp,
         veth_pairs(N_PORTS, tag) as pairs,
     ):
-        spec = SwitchSpec(
-            ports={i: sw for i, (sw, _) in enumerate(pairs, 1)},
-            grpc_addr=f"127.0.0.1:{free_port()}",
-            thrift_port=free_port(),
+        spec = SwitchSpec.on_free_ports(
+            {i: sw for i, (sw, _) in enumerate(pairs, 1)},
             log_file=Path(tmp) / "switch.log",
         )
         proc = start(t, spec)

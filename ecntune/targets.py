@@ -9,6 +9,7 @@ stdin, so the only difference between targets is which programs run.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -16,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 TargetName = Literal["embedded", "bmv2"]
 
@@ -35,6 +36,12 @@ class SwitchSpec:
     log_level: str = "warn"
     pcap_dir: Path | None = None
     extra_args: list[str] = field(default_factory=list)
+
+    @classmethod
+    def on_free_ports(cls, ports: dict[int, str], **options: Any) -> SwitchSpec:
+        """A switch on this host whose gRPC and control servers get two distinct free ports."""
+        grpc_port, control_port = free_ports(2)
+        return cls(ports, grpc_addr=f"127.0.0.1:{grpc_port}", thrift_port=control_port, **options)
 
     def common_args(self) -> list[str]:
         args = ["--device-id", str(self.device_id), "--thrift-port", str(self.thrift_port)]
@@ -116,10 +123,20 @@ def target(name: str) -> Target:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (for a switch's gRPC or control)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> tuple[int, ...]:
+    """n distinct TCP ports on 127.0.0.1 that nothing listens on now (a switch's gRPC and
+    control), held together while chosen: two picks one after the other can give the same
+    port, and a switch whose control server took its own gRPC port died at start while
+    `wait_for_port` saw that control server answer."""
+    with contextlib.ExitStack() as stack:
+        held = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return tuple(s.getsockname()[1] for s in held)
 
 
 def wait_for_port(addr: str, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:

@@ -29,7 +29,7 @@ from ecntune.p4runtime_client import P4RuntimeClient, load_p4info
 from ecntune.p4src import PROGRAM
 from ecntune.ptf_runner import veth_pairs
 from ecntune.switch.packet_io import AUXDATA, PACKET_AUXDATA, SOL_PACKET, with_vlan_tag
-from ecntune.targets import SwitchSpec, free_port, start, stop, target
+from ecntune.targets import SwitchSpec, start, stop, target
 from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import NextHop, Route, host_mac, port_mac
 from ecntune.traffic.burst import IP_PROTO_UDP, SO_TIMESTAMPNS, kernel_time
@@ -77,11 +77,8 @@ class Testbed:
         try:
             self.pairs = self.stack.enter_context(veth_pairs(n_ports, tag))
             self.target = target(target_name)
-            self.spec = SwitchSpec(
-                ports={i: sw for i, (sw, _) in enumerate(self.pairs, 1)},
-                grpc_addr=f"127.0.0.1:{free_port()}",
-                thrift_port=free_port(),
-                json_path=program,
+            self.spec = SwitchSpec.on_free_ports(
+                {i: sw for i, (sw, _) in enumerate(self.pairs, 1)}, json_path=program
             )
             self.proc = start(self.target, self.spec)
             self.stack.callback(stop, self.proc)
@@ -139,7 +136,10 @@ class Testbed:
 
     def collect(self, quiet_s: float = 0.3) -> list[tuple[int, bytes]]:
         """Every frame the switch sent, as (port, bytes), until nothing came for `quiet_s`;
-        an 802.1Q tag the kernel took out of a frame is put back where it was."""
+        an 802.1Q tag the kernel took out of a frame is put back where it was. A switch
+        that has exited is an error, not an empty answer."""
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the {self.target.name} switch exited ({self.proc.returncode})")
         by_fd = {s.fileno(): port for port, s in self.sockets.items()}
         out = []
         deadline = time.monotonic() + quiet_s

@@ -16,13 +16,13 @@ from ecntune.controller.forwarding import ForwardingPlan, forwarding_entities, i
 from ecntune.p4runtime_client import P4RuntimeClient, load_p4info
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
-from ecntune.targets import EMBEDDED, SwitchSpec, free_port, start, stop
+from ecntune.targets import EMBEDDED, SwitchSpec, start, stop
 from ecntune.topology import preset
 
 
 @pytest.fixture
 def switch_proc() -> Iterator[tuple[SwitchSpec, subprocess.Popen]]:
-    spec = SwitchSpec(ports={}, grpc_addr=f"127.0.0.1:{free_port()}", thrift_port=free_port())
+    spec = SwitchSpec.on_free_ports({})
     proc = start(EMBEDDED, spec)
     try:
         yield spec, proc
@@ -76,7 +76,7 @@ def test_finsy_and_our_own_client_install_the_same_forwarding_state(switch_addr:
             await sw.insert(forwarding_entities(topo, "leaf1"))
 
     asyncio.run(by_finsy())
-    other = SwitchSpec(ports={}, grpc_addr=f"127.0.0.1:{free_port()}", thrift_port=free_port())
+    other = SwitchSpec.on_free_ports({})
     other_proc = start(EMBEDDED, other)
     try:
         with P4RuntimeClient(other.grpc_addr, 0, 1) as client:

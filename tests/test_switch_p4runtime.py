@@ -26,14 +26,14 @@ from ecntune.p4runtime_client import (
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
 from ecntune.switch.p4runtime_server import MAX_STREAMS
-from ecntune.targets import EMBEDDED, SwitchSpec, free_port, start, stop
+from ecntune.targets import EMBEDDED, SwitchSpec, start, stop
 
 A = p4r.SetForwardingPipelineConfigRequest.Action
 
 
 @pytest.fixture
 def client() -> Iterator[P4RuntimeClient]:
-    spec = SwitchSpec(ports={}, grpc_addr=f"127.0.0.1:{free_port()}", thrift_port=free_port())
+    spec = SwitchSpec.on_free_ports({})
     proc = start(EMBEDDED, spec)
     try:
         with P4RuntimeClient(spec.grpc_addr, election_id=5) as c:
@@ -221,7 +221,7 @@ def test_reserved_ids_and_repeated_replicas_are_refused(client: P4RuntimeClient)
 def test_no_pipeline_is_a_failed_precondition(client: P4RuntimeClient):
     """Issue 18 (10): GetForwardingPipelineConfig before any pipeline answered an empty OK;
     BMv2 says FAILED_PRECONDITION, in words clients such as finsy recognise."""
-    spec = SwitchSpec(ports={}, grpc_addr=f"127.0.0.1:{free_port()}", thrift_port=free_port())
+    spec = SwitchSpec.on_free_ports({})
     proc = start(EMBEDDED, spec)
     try:
         with P4RuntimeClient(spec.grpc_addr, election_id=5) as bare:

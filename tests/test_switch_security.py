@@ -17,7 +17,7 @@ import pytest
 from finsy.proto import p4r, p4r_grpc
 
 from ecntune.switch.ctl import token_path
-from ecntune.targets import EMBEDDED, SwitchSpec, free_port, start, stop
+from ecntune.targets import EMBEDDED, SwitchSpec, free_ports, start, stop
 
 
 def raw_control(port: int, *lines: str) -> str:
@@ -30,7 +30,7 @@ def raw_control(port: int, *lines: str) -> str:
 
 @pytest.fixture
 def switch() -> Iterator[SwitchSpec]:
-    spec = SwitchSpec(ports={}, grpc_addr=f"127.0.0.1:{free_port()}", thrift_port=free_port())
+    spec = SwitchSpec.on_free_ports({})
     proc = start(EMBEDDED, spec)
     try:
         yield spec
@@ -98,8 +98,7 @@ def test_p4runtime_over_mutual_tls_refuses_clients_without_a_certificate(tmp_pat
     client = grpc.ssl_channel_credentials(ca, (tmp_path / "client.key").read_bytes(),
                                           (tmp_path / "client.pem").read_bytes())  # fmt: skip
     anonymous = grpc.ssl_channel_credentials(ca)
-    spec = SwitchSpec(ports={}, grpc_addr=f"127.0.0.1:{free_port()}", thrift_port=free_port(),
-                      extra_args=mutual)  # fmt: skip
+    spec = SwitchSpec.on_free_ports({}, extra_args=mutual)
     proc = start(EMBEDDED, spec)
     try:
         assert capabilities(spec.grpc_addr, client)  # a client with a certificate: served
@@ -109,8 +108,7 @@ def test_p4runtime_over_mutual_tls_refuses_clients_without_a_certificate(tmp_pat
             assert e.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         stop(proc)
-    spec = SwitchSpec(ports={}, grpc_addr=f"127.0.0.1:{free_port()}", thrift_port=free_port(),
-                      extra_args=tls)  # fmt: skip
+    spec = SwitchSpec.on_free_ports({}, extra_args=tls)
     proc = start(EMBEDDED, spec)
     try:
         assert capabilities(spec.grpc_addr, anonymous)  # TLS without client certificates
@@ -122,9 +120,10 @@ def test_p4runtime_over_mutual_tls_refuses_clients_without_a_certificate(tmp_pat
         (["--grpc-server-ssl", "--grpc-server-cert", "/nowhere", "--grpc-server-key", "/nowhere"],
          "cannot read a TLS file"),
     ):  # fmt: skip
+        grpc_port, control_port = free_ports(2)
         run = subprocess.run(
-            [sys.executable, "-m", "ecntune.switch", "--no-p4", "--thrift-port", str(free_port()),
-             "--grpc-server-addr", f"127.0.0.1:{free_port()}", *bad],
+            [sys.executable, "-m", "ecntune.switch", "--no-p4", "--thrift-port", str(control_port),
+             "--grpc-server-addr", f"127.0.0.1:{grpc_port}", *bad],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert run.returncode == 2, run.stderr
