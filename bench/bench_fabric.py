@@ -86,12 +86,13 @@ def fabric_lifecycle(preset_name: str) -> None:
 
 
 def flow_tools(n_flows: int = 200, size: int = 20_000) -> None:
+    from ecntune.targets import free_port
     from ecntune.traffic.flows import Flow, run_schedule
     from ecntune.traffic.records import JsonlWriter
 
     cc = "cubic" if os.geteuid() == 0 else "reno"
     with tempfile.TemporaryDirectory() as tmp:
-        port = _free_port()
+        port = free_port()
         argv = [sys.executable, "-m", "ecntune.traffic.receiver", "--port", str(port)]
         argv += ["--out", str(Path(tmp) / "rx.jsonl")]
         rx = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
@@ -145,12 +146,6 @@ def _drain(conn: socket.socket, size: int) -> None:
         while left > 0:
             left -= len(conn.recv(65536))
         conn.sendall(b"\x01")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 if __name__ == "__main__":
