@@ -192,6 +192,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="a named scenario mix of sim/scenario.py instead of the scenario options",
     )  # fmt: skip
     e.add_argument(
+        "--part", type=_indices, default=None, metavar="I,J,...",
+        help="only these scenarios of --mix (1-based, in this order): one machine can run "
+        "some, another the rest, into the same --out (the outcomes cached in its runs/ merge); "
+        "the report then covers these alone",
+    )  # fmt: skip
+    e.add_argument(
         "--checkpoint", action="append", default=[], metavar="[NAME=]PATH",
         help="an agent checkpoint (repeatable); pet*.msgpack is PET, graphcc*.msgpack GraphCC, "
         "*.json a distilled tree (ecntune distill), anything else ACC; shown as KIND:NAME "
@@ -321,6 +327,17 @@ def _checkpoints(specs: list[str]) -> dict[str, Path]:
     return out
 
 
+def _indices(text: str) -> list[int]:
+    """'5,4,6' -> [5, 4, 6]: 1-based positions, each at least 1."""
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected numbers like 1,3,4") from None
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: positions start at 1")
+    return out
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from ecntune.agent import report
     from ecntune.agent.evaluate import evaluate_mix
@@ -335,6 +352,15 @@ def run_eval(args: argparse.Namespace) -> int:
         return 2
     if args.mix:
         scenarios, title = list(MIXES[args.mix]), f"Evaluation on the {args.mix} mix"
+        if args.part:
+            if max(args.part) > len(scenarios):
+                print(f"error: --part: {args.mix} has {len(scenarios)} scenarios", file=sys.stderr)
+                return 2
+            scenarios = [scenarios[i - 1] for i in args.part]
+            title += f" (scenarios {', '.join(map(str, args.part))} of {len(MIXES[args.mix])})"
+    elif args.part:
+        print("error: --part selects scenarios of a --mix", file=sys.stderr)
+        return 2
     else:
         scenarios = [_scenario(args)]
         title = f"Evaluation on {scenarios[0].label}"

@@ -44,9 +44,17 @@ from ecntune.traffic import fct as metrics
 
 BOOTSTRAP = 2000
 BASELINE_PRESETS = ("secn0", "secn1", "secn2")
-# episodes simulated per batched call: testbed24 and fabric288 step most episodes per second
-# at batch 16 or below (bench/bench_sim.py, sim/README.md "Speed": ~20 % more than at 64)
-CHUNK = 16
+# episodes simulated per batched call, per JAX backend: on CPU testbed24 and fabric288 step
+# most episodes per second at batch 16 or below (bench/bench_sim.py, sim/README.md "Speed":
+# ~20 % more than at 64); a GPU needs wide batches to fill it (any other backend: as a GPU)
+CHUNK = {"cpu": 16, "gpu": 256}
+
+
+def chunk_episodes() -> int:
+    """Episodes per batched call on the backend JAX runs on."""
+    import jax
+
+    return CHUNK.get(jax.default_backend(), CHUNK["gpu"])
 
 
 class Outcome(NamedTuple):
@@ -228,7 +236,7 @@ def _chunked(
     batched: bool = False,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, np.ndarray]:
-    """`run` over CHUNK episodes at a time (params sliced alongside the keys if `batched`),
+    """`run` over chunk_episodes() at a time (params sliced alongside the keys if `batched`),
     reporting each chunk's episodes to `progress`. A chunk smaller than a batch `run` has
     compiled for is padded up to it (copies of its last episode, dropped from the result):
     simulating a few more episodes costs less than compiling again (the remainder of a
@@ -236,10 +244,11 @@ def _chunked(
     import jax
 
     compiled = _BATCHES.setdefault(run, set())
+    chunk = chunk_episodes()
     parts = []
-    for i in range(0, keys.shape[0], CHUNK):
-        chunk_keys = keys[i : i + CHUNK]
-        p = jax.tree.map(lambda x, i=i: x[i : i + CHUNK], params) if batched else params
+    for i in range(0, keys.shape[0], chunk):
+        chunk_keys = keys[i : i + chunk]
+        p = jax.tree.map(lambda x, i=i: x[i : i + chunk], params) if batched else params
         n = chunk_keys.shape[0]
         size = min((b for b in compiled if b >= n), default=n)
         compiled.add(size)

@@ -26,7 +26,9 @@ the episodes; "devices" in each line says how many ran.
 
 One JSON object per line; medians of REPEATS timed runs after a compile run, the runs of a
 comparison interleaved. ns-3 parts are skipped (with a line saying why) without libns3-dev.
-`python bench/bench_sim.py speed` runs only the sim_speed_* part.
+`python bench/bench_sim.py speed [SCENARIO ...] [--batches 1,256,1024]` runs only the
+sim_speed_* part, for those scenarios and batch sizes (an accelerator wants wider batches
+than a 2-core CPU: sim/README.md, "Speed", has a GPU run).
 """
 
 from __future__ import annotations
@@ -111,15 +113,15 @@ def batch_keys(b: int) -> jax.Array:
     return jax.random.split(jax.random.key(0), b)
 
 
-def bench_speed(name: str) -> None:
+def bench_speed(name: str, batches: tuple[int, ...]) -> None:
     env = scenario(name).env()
     switches = int(env.fabric.switch_ports.shape[0])
     intervals = env.episode_intervals
     run = windows(env, secn2(env.link_bps()))
-    keys = {b: batch_keys(b) for b in BATCHES[name]}
-    walls = medians_s(*(lambda b=b: run(keys[b]) for b in BATCHES[name]))
+    keys = {b: batch_keys(b) for b in batches}
+    walls = medians_s(*(lambda b=b: run(keys[b]) for b in batches))
     base = None
-    for b, wall in zip(BATCHES[name], walls, strict=True):
+    for b, wall in zip(batches, walls, strict=True):
         sim_s = b * intervals * env.interval_s / wall
         base = base or sim_s
         done, peak = np.asarray(run(keys[b])).T
@@ -131,7 +133,8 @@ def bench_speed(name: str) -> None:
             "dt_s": env.dt, "interval_s": env.interval_s, "window_s": intervals * env.interval_s,
             "hosts": len(env.fabric.hosts), "ports": env.n_ports, "flow_slots": env.slots,
             "flows_done_per_episode": float(np.mean(done)), "peak_flows_in_flight": int(peak.max()),
-            "devices": jax.local_device_count(), "median_s": round(wall, 4), "repeats": REPEATS,
+            "devices": jax.local_device_count(), "platform": jax.devices()[0].device_kind,
+            "median_s": round(wall, 4), "repeats": REPEATS,
         })  # fmt: skip
 
 
@@ -230,12 +233,22 @@ def bench_ns3_leafspine(exe: Path, name: str) -> None:
     })  # fmt: skip
 
 
-def main() -> None:
-    for name in BATCHES:
-        bench_speed(name)
-    if sys.argv[1:] != ["speed"]:
+def main(argv: list[str]) -> None:
+    if argv[:1] != ["speed"]:
+        for name, batches in BATCHES.items():
+            bench_speed(name, batches)
         bench_ns3()
+        return
+    names, batches = argv[1:], None
+    if "--batches" in names:
+        at = names.index("--batches")
+        batches = tuple(int(b) for b in names[at + 1].split(","))
+        del names[at : at + 2]
+    for name in names or list(BATCHES):
+        if name not in BATCHES:
+            sys.exit(f"bench_sim: no scenario {name!r} (one of {', '.join(BATCHES)})")
+        bench_speed(name, batches or BATCHES[name])
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

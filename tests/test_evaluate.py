@@ -225,6 +225,48 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path, ecn
     assert "kmin <= kmax" in stderr
 
 
+def test_parts_of_a_mix_run_apart_merge_into_one_evaluation(tmp_path, monkeypatch, capsys):
+    """`eval --part` runs some scenarios of a mix (on one machine, the rest on another): their
+    outcomes land in the same runs/ and the whole mix then simulates nothing again."""
+    from ecntune import cli
+    from ecntune.sim.scenario import MIXES
+
+    mix = (
+        SimScenario("tiny", load=0.5, episode_s=0.1),
+        SimScenario("tiny", load=0.3, episode_s=0.1),
+    )
+    monkeypatch.setitem(MIXES, "tiny-heldout", mix)
+    out = tmp_path / "e"
+    args = [
+        "eval",
+        "--mix",
+        "tiny-heldout",
+        "--episodes",
+        "1",
+        "--grid",
+        "1a,1a,1",
+        "--out",
+        str(out),
+    ]
+    assert cli.main([*args, "--part", "2"]) == 0
+    report = (out / "report.md").read_text()
+    assert "(scenarios 2 of 2)" in report
+    assert mix[1].label in report
+    assert mix[0].label not in report
+    assert len(list((out / "runs").iterdir())) == 1
+    assert cli.main([*args, "--part", "1"]) == 0
+    cached = {p: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    assert len(cached) == 2
+    assert cli.main(args) == 0
+    assert {p: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == cached  # reused
+    report = (out / "report.md").read_text()
+    assert all(sc.label in report for sc in mix)
+    assert "scenarios 2 of" not in report
+    capsys.readouterr()
+    assert cli.main([*args, "--part", "3"]) == 2
+    assert "tiny-heldout has 2 scenarios" in capsys.readouterr().err
+
+
 def test_cached_outcomes_are_reused_only_under_the_same_simulator(tmp_path, monkeypatch):
     def judged() -> evaluate.MixResult:
         sc = [SimScenario("tiny", load=0.5, episode_s=0.1)]
