@@ -19,6 +19,7 @@ import contextlib
 import select
 import socket
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Self
 
@@ -66,19 +67,27 @@ def single_switch_route(prefix: str, plen: int, ports: list[int]) -> Route:
 
 
 class Testbed:
-    """n veth pairs, a switch of one target on their near ends, routes to every far end."""
+    """n veth pairs, a switch of one target on their near ends, routes to every far end
+    (`switch_args`: more options for the switch process, as `ecntune switch` takes them)."""
 
     __test__ = False  # not a pytest test class, despite the name
 
     def __init__(
-        self, target_name: str, n_ports: int, tag: str, program: Path | None = None
+        self,
+        target_name: str,
+        n_ports: int,
+        tag: str,
+        program: Path | None = None,
+        switch_args: Sequence[str] = (),
     ) -> None:
         self.stack = contextlib.ExitStack()
         try:
             self.pairs = self.stack.enter_context(veth_pairs(n_ports, tag))
             self.target = target(target_name)
             self.spec = SwitchSpec.on_free_ports(
-                {i: sw for i, (sw, _) in enumerate(self.pairs, 1)}, json_path=program
+                {i: sw for i, (sw, _) in enumerate(self.pairs, 1)},
+                json_path=program,
+                extra_args=list(switch_args),
             )
             self.proc = start(self.target, self.spec)
             self.stack.callback(stop, self.proc)

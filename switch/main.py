@@ -69,6 +69,11 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write portN_in.pcap / portN_out.pcap per port",
     )
+    p.add_argument(
+        "--write-slice-ms", type=float, default=None,
+        help="how long a P4Runtime Write applies updates before packets get their turn "
+        "(default: 1; 0: one update at a time)",
+    )  # fmt: skip
     p.add_argument("--no-p4", action="store_true", help="wait for SetForwardingPipelineConfig")
     p.add_argument("program", nargs="?", type=Path, help="BMv2 JSON to run at start")
     p.add_argument("--grpc-server-addr", default=DEFAULT_GRPC_ADDR)
@@ -152,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         log.error("%s", e)
         return 2
+    if args.write_slice_ms is not None and args.write_slice_ms < 0:
+        log.error("--write-slice-ms must be 0 or more, not %s", args.write_slice_ms)
+        return 2
     from ecntune.switch.compiler import compile_program
     from ecntune.switch.dataplane import Switch
     from ecntune.switch.layout import Unsupported
@@ -176,8 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     control = None
     try:
         control = ctl.serve(switch, args.thrift_port)
+        slice_s = p4runtime_server.WRITE_SLICE_S
+        if args.write_slice_ms is not None:
+            slice_s = args.write_slice_ms / 1e3
         grpc_server = p4runtime_server.serve(
-            switch, args.device_id, args.grpc_server_addr, credentials
+            switch, args.device_id, args.grpc_server_addr, credentials, slice_s
         )
     except OSError as e:
         log.error("cannot start: %s", e)
