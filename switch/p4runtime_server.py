@@ -382,11 +382,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         # CONTINUE_ON_ERROR promises no atomicity across updates: they are applied in
         # slices of write_slice_s under the switch lock, the GIL handed on after each
         errors: list[tuple[str, str]] = []
-        updates = list(request.updates)
-        while len(errors) < len(updates):
+        pending = iter(request.updates)  # each slice resumes where the last one stopped
+        while len(errors) < len(request.updates):
             with self.switch.lock:
                 until = time.perf_counter() + self.write_slice_s
-                for update in updates[len(errors) :]:
+                for update in pending:
                     errors.append(self._apply(pipe, update))
                     if time.perf_counter() >= until:
                         break
