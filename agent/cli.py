@@ -192,7 +192,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="a named scenario mix of sim/scenario.py instead of the scenario options",
     )  # fmt: skip
     e.add_argument(
-        "--part", type=_indices, default=None, metavar="I,J,...",
+        "--part", type=_positions, default=None, metavar="I,J,...",
         help="only these scenarios of --mix (1-based, in this order): one machine can run "
         "some, another the rest, into the same --out (the outcomes cached in its runs/ merge); "
         "the report then covers these alone",
@@ -327,7 +327,7 @@ def _checkpoints(specs: list[str]) -> dict[str, Path]:
     return out
 
 
-def _indices(text: str) -> list[int]:
+def _positions(text: str) -> list[int]:
     """'5,4,6' -> [5, 4, 6]: 1-based positions, each at least 1."""
     try:
         out = [int(x) for x in text.split(",")]
