@@ -25,7 +25,8 @@ have passed; what is still unfinished is counted per policy. Then:
 Metrics come from traffic/fct.py (ideal FCT with header overhead, size buckets), the same
 code that summarises the emulation and the demo. Every policy runs as a pure JAX function
 (agent/policy.py `greedy_function`) under one jitted `vmap` over episodes (and over the
-static settings), so the grid costs one batched simulation, not 36 loops.
+static settings, and over checkpoints of one architecture such as a training run's
+seeds), so the grid costs one batched simulation, not 36 loops, and five seeds one.
 """
 
 from __future__ import annotations
@@ -159,8 +160,10 @@ def run_policies(
     """Every policy on the same `episodes` episodes (seeds seed..seed+episodes-1);
     `progress(n)` hears of every n episodes simulated.
 
-    Policies that are static settings share one compiled simulation (their thresholds are
-    its input, vmapped over); learned ones compile once each."""
+    Policies of one kind share one compiled simulation whose batch is (policy, episode)
+    pairs: their parameters (a static setting's thresholds; a checkpoint's network, for
+    checkpoints of one architecture such as the seeds of a training run) are its input,
+    vmapped over. A learned policy alone runs unbatched."""
     import jax
     import jax.numpy as jnp
 
@@ -171,31 +174,45 @@ def run_policies(
     keys = jnp.stack([jax.random.key(seed + i) for i in range(episodes)])
     link_bps = env.link_bps()
     history = env.reset(keys[0])[1].history
-    out: dict[str, Outcome] = {}
-    statics = [n for n, p in policies.items() if isinstance(p, StaticPolicy)]
-    if statics:
-        # one simulation for all of them: (setting, episode) pairs flattened into the batch
-        th = [policies[n].act(history) for n in statics]
-        per_setting = jnp.stack(
-            [jnp.stack([jnp.broadcast_to(jnp.asarray(x), link_bps.shape) for x in t]) for t in th]
-        )  # (S, 3, ports)
-        batch_th = jnp.repeat(per_setting, episodes, axis=0)
-        batch = EcnThresholds(batch_th[:, 0], batch_th[:, 1], batch_th[:, 2])
-        batch_keys = jnp.tile(keys, len(statics))
-        run = _rollout(env, ("thresholds",), lambda t, _h: t, drain_factor, batched_params=True)
-        raw = _chunked(run, batch_keys, batch, batched=True, progress=progress)
-        for i, name in enumerate(statics):
-            out[name] = _outcome({k: v[i * episodes : (i + 1) * episodes] for k, v in raw.items()})
+    kinds: dict[Any, tuple[Callable, list[tuple[str, Any]]]] = {}
     for name, policy in policies.items():
-        if name in out:
+        if isinstance(policy, StaticPolicy):
+            params = EcnThresholds(
+                *(jnp.broadcast_to(jnp.asarray(x), link_bps.shape) for x in policy.act(history))
+            )
+            signature, act = STATIC_SIGNATURE, _as_given
+        else:
+            if hasattr(policy, "for_fabric"):  # GraphCC: one decision over the port graph
+                policy = policy.for_fabric(env.fabric)
+            act, params = greedy_function(policy)
+            signature = (type(policy).__name__, getattr(policy, "config", policy))
+        # stacked only with parameters of the same shapes (trees of different sizes are not)
+        shapes = jax.tree.map(lambda x: (jnp.shape(x), jnp.result_type(x)), params)
+        kinds.setdefault((signature, repr(shapes)), (act, []))[1].append((name, params))
+    out: dict[str, Outcome] = {}
+    for (signature, _), (act, members) in kinds.items():
+        if len(members) == 1 and signature != STATIC_SIGNATURE:
+            name, params = members[0]
+            run = _rollout(env, signature, act, drain_factor)
+            out[name] = _outcome(_chunked(run, keys, params, progress=progress))
             continue
-        if hasattr(policy, "for_fabric"):  # GraphCC: one decision over the port graph
-            policy = policy.for_fabric(env.fabric)
-        act, params = greedy_function(policy)
-        signature = (type(policy).__name__, getattr(policy, "config", policy))
-        run = _rollout(env, signature, act, drain_factor)
-        out[name] = _outcome(_chunked(run, keys, params, progress=progress))
+        # each policy's parameters repeated for its episodes, the policies one after another
+        batch = jax.tree.map(
+            lambda *x: jnp.repeat(jnp.stack(x), episodes, axis=0), *(p for _, p in members)
+        )
+        run = _rollout(env, signature, act, drain_factor, batched_params=True)
+        raw = _chunked(run, jnp.tile(keys, len(members)), batch, batched=True, progress=progress)
+        for i, (name, _) in enumerate(members):
+            out[name] = _outcome({k: v[i * episodes : (i + 1) * episodes] for k, v in raw.items()})
     return {name: out[name] for name in policies}
+
+
+STATIC_SIGNATURE = ("thresholds",)
+
+
+def _as_given(thresholds: Any, _history: Any) -> Any:
+    """A static setting as a policy of its parameters: the thresholds themselves."""
+    return thresholds
 
 
 @functools.lru_cache(maxsize=8)
@@ -270,9 +287,40 @@ def _pad_rows(x: Any, rows: int) -> Any:
     return jnp.concatenate([x, jnp.repeat(x[-1:], rows - x.shape[0], axis=0)])
 
 
+# the fields that depend only on the episode (its flows), not on the policy
+EPISODE_FIELDS = ("size_bytes", "ideal_s", "started")
+
+
 def save_outcomes(path: Path, runs: dict[str, Outcome]) -> None:
-    """One scenario's outcomes as .npz (atomic), so a long evaluation resumes where it was."""
-    arrays = {f"{name}|{field}": v for name, o in runs.items() for field, v in o._asdict().items()}
+    """One scenario's outcomes as .npz (atomic), so a long evaluation resumes where it was.
+
+    Stored compactly (a static grid's 20 episodes took up to ~300 MB, too big to bring
+    back from an accelerator; now about a quarter): what every policy shares is stored once
+    (`*|field`: the flows of the same episodes), FCTs only up to the last flow any policy
+    finished (`*|flows` says how many there were), settings that never change once per port.
+    `load_outcomes` gives back exactly what was saved, and reads the older layout too."""
+    arrays: dict[str, np.ndarray] = {}
+    outcomes = list(runs.values())
+    shared = [
+        f for f in EPISODE_FIELDS
+        if all(np.array_equal(getattr(o, f), getattr(outcomes[0], f), equal_nan=True)
+               for o in outcomes)
+    ]  # fmt: skip
+    for f in shared:
+        arrays[f"*|{f}"] = getattr(outcomes[0], f)
+    flows = outcomes[0].fct_s.shape[1]
+    finished = [np.flatnonzero(~np.isnan(o.fct_s).all(axis=0)) for o in outcomes]
+    used = max((int(i[-1]) + 1 for i in finished if i.size), default=0)
+    arrays["*|flows"] = np.int64(flows)
+    for name, o in runs.items():
+        for field, v in o._asdict().items():
+            if field in shared:
+                continue
+            if field == "fct_s":
+                v = v[:, :used]
+            elif field == "settings" and (v == v[:1, :1]).all():
+                v = v[:1, :1]  # one setting per port throughout: a static policy
+            arrays[f"{name}|{field}"] = v
     tmp = path.with_suffix(".tmp.npz")
     np.savez_compressed(tmp, **arrays)
     tmp.replace(path)
@@ -280,8 +328,21 @@ def save_outcomes(path: Path, runs: dict[str, Outcome]) -> None:
 
 def load_outcomes(path: Path) -> dict[str, Outcome]:
     with np.load(path) as z:
-        names = dict.fromkeys(k.split("|")[0] for k in z.files)
-        return {n: Outcome(**{f: z[f"{n}|{f}"] for f in Outcome._fields}) for n in names}
+        names = dict.fromkeys(k.split("|")[0] for k in z.files if not k.startswith("*|"))
+        flows = int(z["*|flows"]) if "*|flows" in z.files else None
+        out = {}
+        for n in names:
+            got = {
+                f: z[f"*|{f}"] if f"*|{f}" in z.files else z[f"{n}|{f}"] for f in Outcome._fields
+            }
+            fct = got["fct_s"]
+            if flows is not None and fct.shape[1] < flows:
+                got["fct_s"] = np.pad(fct, ((0, 0), (0, flows - fct.shape[1])),
+                                      constant_values=np.nan)  # fmt: skip
+            episodes, intervals, ports = got["queue_bytes"].shape
+            got["settings"] = np.broadcast_to(got["settings"], (episodes, intervals, ports, 3))
+            out[n] = Outcome(**got)
+        return out
 
 
 # -- statistics -----------------------------------------------------------------------------
@@ -509,24 +570,34 @@ def evaluate_mix(
     bar = tqdm(total=len(scenarios) * (len(statics) + len(agents)) * episodes,
                desc="evaluate", unit="episode", disable=not progress)  # fmt: skip
 
-    def run(sc: SimScenario, policies: dict[str, Any], identity: str) -> dict[str, Outcome]:
-        what = repr((sc, episodes, seed, drain_factor, identity, simulator)).encode()
-        path = cache / f"{hashlib.sha256(what).hexdigest()[:16]}.npz" if cache else None
-        if path is not None and path.exists():
-            bar.update(len(policies) * episodes)
-            return load_outcomes(path)
-        got = run_policies(sc, policies, episodes, seed, drain_factor, bar.update)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            save_outcomes(path, got)
-        return got
+    def run(sc: SimScenario, groups: list[tuple[dict[str, Any], str]]) -> dict[str, Outcome]:
+        """The groups' outcomes on sc, each group cached in its own file; the groups not
+        cached are simulated in one call (agents of one kind in one batch)."""
+        got: dict[str, dict[str, Outcome]] = {}
+        todo: list[tuple[dict[str, Any], str, Path | None]] = []
+        for policies, identity in groups:
+            what = repr((sc, episodes, seed, drain_factor, identity, simulator)).encode()
+            path = cache / f"{hashlib.sha256(what).hexdigest()[:16]}.npz" if cache else None
+            if path is not None and path.exists():
+                bar.update(len(policies) * episodes)
+                got[identity] = load_outcomes(path)
+            else:
+                todo.append((policies, identity, path))
+        if todo:
+            every = {name: p for policies, _, _ in todo for name, p in policies.items()}
+            fresh = run_policies(sc, every, episodes, seed, drain_factor, bar.update)
+            for policies, identity, path in todo:
+                got[identity] = {name: fresh[name] for name in policies}
+                if path is not None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    save_outcomes(path, got[identity])
+        return {name: o for _, identity in groups for name, o in got[identity].items()}
 
     runs: list[dict[str, Outcome]] = []
     for sc in scenarios:
         bar.set_description(f"evaluate {sc.label}")
-        runs.append({})
-        for policies, identity in groups:
-            runs[-1].update(run(sc, policies, identity))
+        # the statics first, on their own: a long grid is cached before the agents start
+        runs.append(run(sc, groups[:1]) | run(sc, groups[1:]))
     # the ablation: every agent frozen to the setting it held most often over the mix
     alpha = (
         [np.asarray(alpha_bytes(scenario_env(sc).link_bps())) for sc in scenarios] if agents else []
@@ -536,8 +607,7 @@ def evaluate_mix(
     bar.total += len(scenarios) * len(extra) * episodes
     for sc, scenario_runs in zip(scenarios, runs, strict=True):
         bar.set_description(f"evaluate {sc.label}, agents frozen")
-        for name in extra:
-            scenario_runs.update(run(sc, {name: load_policy(name)}, repr([name])))
+        scenario_runs.update(run(sc, [({n: load_policy(n)}, repr([n])) for n in extra]))
     bar.close()
     per, single, mix = best_statics(runs, static_names)
     return MixResult(

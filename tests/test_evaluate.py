@@ -121,7 +121,9 @@ def test_episodes_drain_batched_statics_match_single_runs_and_unfinished_are_cou
     alone = run_policies(sc, {"b": pols["b"]}, episodes=2, seed=5, drain_factor=2.0)["b"]
     np.testing.assert_array_equal(alone.fct_s, drained["b"].fct_s)  # batching changes nothing
     # "alone" (2 episodes) ran padded to the 4 the drained statics compiled for, not recompiled
-    statics_run = evaluate._rollout(evaluate.scenario_env(sc), ("thresholds",), None, 2.0, True)
+    statics_run = evaluate._rollout(
+        evaluate.scenario_env(sc), evaluate.STATIC_SIGNATURE, None, 2.0, True
+    )
     assert evaluate._BATCHES[statics_run] == {4}
     for name in pols:
         w, d = window[name], drained[name]
@@ -133,6 +135,22 @@ def test_episodes_drain_batched_statics_match_single_runs_and_unfinished_are_cou
         np.testing.assert_array_equal(w.goodput_bps, d.goodput_bps)  # measured in the window
         assert np.all(w.goodput_bps > 0)
     assert not np.array_equal(drained["a"].fct_s, drained["b"].fct_s)  # the settings differ
+
+
+def test_checkpoints_of_one_kind_run_as_one_batch_and_decide_as_they_do_alone():
+    sc = SimScenario("tiny", load=0.7, incast_degree=2, episode_s=0.2)
+    seeds = {f"acc:s{i}": load_policy(f"acc:docs/results/testbed24/acc-s{i}/acc.msgpack")
+             for i in (0, 1)}  # fmt: skip
+    together = run_policies(sc, seeds, episodes=3, seed=5, drain_factor=0.5)
+    config = seeds["acc:s0"].config
+    batched = evaluate._rollout(
+        evaluate.scenario_env(sc), ("DdqnPolicy", config), None, 0.5, batched_params=True
+    )
+    assert evaluate._BATCHES[batched] == {6}  # 2 checkpoints x 3 episodes in one call
+    for name, policy in seeds.items():
+        alone = run_policies(sc, {name: policy}, episodes=3, seed=5, drain_factor=0.5)[name]
+        _assert_same_outcomes({name: together[name]}, {name: alone})
+    assert not np.array_equal(together["acc:s0"].settings, together["acc:s1"].settings)
 
 
 def _history(link_bps: float, ports: int = 1) -> PortTelemetry:
@@ -284,6 +302,49 @@ def test_cached_outcomes_are_reused_only_under_the_same_simulator(tmp_path, monk
     monkeypatch.setattr(evaluate, "_simulator_fingerprint", lambda: "another simulator")
     judged()
     assert len(set(tmp_path.iterdir())) == 2  # run again, not taken from the old simulator
+
+
+def _assert_same_outcomes(got: dict[str, Outcome], want: dict[str, Outcome]) -> None:
+    assert list(got) == list(want)
+    for name, o in want.items():
+        for field, v in o._asdict().items():
+            g = getattr(got[name], field)
+            assert (g.shape, g.dtype) == (v.shape, v.dtype), (name, field)
+            np.testing.assert_array_equal(g, v, err_msg=f"{name} {field}")
+
+
+def test_saved_outcomes_load_back_exactly_and_store_shared_flows_once(tmp_path: Path):
+    sc = SimScenario("tiny", load=0.7, incast_degree=2, episode_s=0.2)
+    pols = {
+        "static:secn1": load_policy("static:secn1"),
+        "static:2a,8a,0.2": load_policy("static:2a,8a,0.2"),
+        "acc": load_policy("acc:agent/checkpoints/acc-star8-20ms.msgpack"),
+    }
+    runs = run_policies(sc, pols, episodes=2, seed=5, drain_factor=0.0)
+    assert any(o.unfinished for o in runs.values())  # FCT columns left to trim
+    path = tmp_path / "runs.npz"
+    evaluate.save_outcomes(path, runs)
+    _assert_same_outcomes(evaluate.load_outcomes(path), runs)
+    with np.load(path) as z:
+        stored = {k: z[k].shape for k in z.files}
+    flows = runs["acc"].fct_s.shape[1]
+    for field in evaluate.EPISODE_FIELDS:  # the same episodes' flows: stored once
+        assert f"*|{field}" in stored
+        assert f"acc|{field}" not in stored
+    finished = ~np.isnan(np.stack([o.fct_s for o in runs.values()])).all(axis=(0, 1))
+    assert stored["acc|fct_s"] == (2, np.flatnonzero(finished)[-1] + 1) < (2, flows)
+    assert stored["static:secn1|settings"][:2] == (1, 1)  # one setting throughout
+    assert stored["acc|settings"] == runs["acc"].settings.shape  # the agent's changed
+
+    # policies run on other episodes share nothing; files in the older layout still load
+    other = run_policies(sc, {"b": pols["static:secn1"]}, episodes=2, seed=9, drain_factor=0.0)
+    mixed = {"a": runs["static:secn1"], **other}
+    evaluate.save_outcomes(path, mixed)
+    _assert_same_outcomes(evaluate.load_outcomes(path), mixed)
+    older = tmp_path / "older.npz"
+    np.savez_compressed(older, **{f"{n}|{f}": v for n, o in runs.items()
+                                  for f, v in o._asdict().items()})  # fmt: skip
+    _assert_same_outcomes(evaluate.load_outcomes(older), runs)
 
 
 def test_a_judge_never_uses_held_out_seeds():
