@@ -28,7 +28,8 @@ One JSON object per line; medians of REPEATS timed runs after a compile run, the
 comparison interleaved. ns-3 parts are skipped (with a line saying why) without libns3-dev.
 `python bench/bench_sim.py speed [SCENARIO ...] [--batches 1,256,1024]` runs only the
 sim_speed_* part, for those scenarios and batch sizes (an accelerator wants wider batches
-than a 2-core CPU: sim/README.md, "Speed", has a GPU run).
+than a 2-core CPU: sim/README.md, "Speed", has a GPU run); `python bench/bench_sim.py
+vs-ns3 [testbed24|fabric288]` only the leaf-spines against ns-3.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ from ecntune.sim.batch import over_devices
 from ecntune.sim.scenario import SimScenario
 
 REPEATS = 3
-BATCHES = {"star8": (1, 4, 16), "testbed24": (1, 4, 16, 64), "fabric288": (1, 4, 16, 64)}
+BATCHES = {"star8": (1, 4, 16), "testbed24": (1, 4, 8, 16, 64), "fabric288": (1, 4, 8, 16, 64)}
 # simulated seconds per episode: the leaf-spines' are what ns-3 runs (~8 s and ~20 s of
 # ns-3 wall time per run)
 WINDOW_S = {"star8": 1.0, "testbed24": 0.005, "fabric288": 0.001}
@@ -155,30 +156,34 @@ def incast_trace(batch: int) -> Callable[[], object]:
     return lambda: run(keys)
 
 
-def bench_ns3() -> None:
+def bench_ns3(leafspines: tuple[str, ...] = LEAFSPINE, incast: bool = True) -> None:
     missing = ns3_reference.missing()
     if missing:
         emit({"bench": "sim_vs_ns3_incast", "skipped": missing})
         return
     with tempfile.TemporaryDirectory() as tmp:
-        exe = ns3_reference.build(Path(tmp))
-        args = (INCAST["n"], INCAST["k"], INCAST["rate"], INCAST["delay"], INCAST["seconds"])
-
-        def ns3_runs(count: int) -> Callable[[], None]:
-            return lambda: [ns3_reference.run(exe, *args, INCAST["bytes"]) for _ in range(count)]
-
-        for batch in (1, 16):
-            ns3_s, sim_s = medians_s(ns3_runs(batch), incast_trace(batch))
-            emit({
-                "bench": "sim_vs_ns3_incast", "batch": batch, "ns3_median_s": round(ns3_s, 4),
-                "sim_median_s": round(sim_s, 4), "ratio": round(ns3_s / sim_s, 3),
-                "reference": "ns-3.37 on the same incast (ratio > 1: sim faster)",
-                "simulated_s": INCAST["seconds"], "repeats": REPEATS,
-            })  # fmt: skip
-
+        if incast:
+            bench_ns3_incast(ns3_reference.build(Path(tmp)))
         leafspine = ns3_reference.build(Path(tmp), "leafspine")
-        for name in LEAFSPINE:
+        for name in leafspines:
             bench_ns3_leafspine(leafspine, name)
+
+
+def bench_ns3_incast(exe: Path) -> None:
+    """The 16:1 incast of tests/test_ns3.py in ns-3 and in the sim, 1 and 16 of them."""
+    args = (INCAST["n"], INCAST["k"], INCAST["rate"], INCAST["delay"], INCAST["seconds"])
+
+    def ns3_runs(count: int) -> Callable[[], None]:
+        return lambda: [ns3_reference.run(exe, *args, INCAST["bytes"]) for _ in range(count)]
+
+    for batch in (1, 16):
+        ns3_s, sim_s = medians_s(ns3_runs(batch), incast_trace(batch))
+        emit({
+            "bench": "sim_vs_ns3_incast", "batch": batch, "ns3_median_s": round(ns3_s, 4),
+            "sim_median_s": round(sim_s, 4), "ratio": round(ns3_s / sim_s, 3),
+            "reference": "ns-3.37 on the same incast (ratio > 1: sim faster)",
+            "simulated_s": INCAST["seconds"], "repeats": REPEATS,
+        })  # fmt: skip
 
 
 RTT_STEPS = (20, 10, 5)  # the simulator's steps per base RTT: default, and the speed knob
@@ -234,7 +239,7 @@ def bench_ns3_leafspine(exe: Path, name: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    if argv[:1] != ["speed"]:
+    if argv[:1] not in (["speed"], ["vs-ns3"]):
         for name, batches in BATCHES.items():
             bench_speed(name, batches)
         bench_ns3()
@@ -244,9 +249,16 @@ def main(argv: list[str]) -> None:
         at = names.index("--batches")
         batches = tuple(int(b) for b in names[at + 1].split(","))
         del names[at : at + 2]
+    known = BATCHES if argv[0] == "speed" else LEAFSPINE
+    for name in names:
+        if name not in known:
+            sys.exit(f"bench_sim: no scenario {name!r} (one of {', '.join(known)})")
+    if argv[0] == "vs-ns3":
+        if batches:
+            sys.exit("bench_sim: vs-ns3 times BATCHES (no --batches)")
+        bench_ns3(tuple(names) or LEAFSPINE, incast=False)
+        return
     for name in names or list(BATCHES):
-        if name not in BATCHES:
-            sys.exit(f"bench_sim: no scenario {name!r} (one of {', '.join(BATCHES)})")
         bench_speed(name, batches or BATCHES[name])
 
 
