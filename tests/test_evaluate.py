@@ -84,6 +84,23 @@ def test_a_comparison_uses_only_the_flows_both_policies_completed():
     assert outcome(agent).unfinished == 12
 
 
+def test_a_bootstrapped_p99_is_numpys_percentile_of_the_pooled_draw():
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        e = int(rng.integers(1, 25))
+        per = [rng.lognormal(0, 1, rng.integers(0, 300)).astype(np.float32) for _ in range(e)]
+        if trial % 3 == 0:
+            per = [np.round(x, 1) for x in per]  # ties
+        per[0] = per[0][: 0 if trial % 5 == 0 else None]  # an episode with no such flows
+        draws = rng.integers(0, e, (200, e))
+        pooled = [np.concatenate([per[j] for j in d]) for d in draws]
+        want = [np.percentile(x, 99) if x.size else np.nan for x in pooled]
+        got = evaluate._pooled(per, "mice_p99_fct", draws)
+        np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
+    nothing = evaluate._pooled([np.zeros(0)] * 3, "mice_p99_fct", np.zeros((4, 3), int))
+    assert np.isnan(nothing).all()
+
+
 def test_elephants_are_not_mice_and_goodput_compares_per_episode():
     big = outcome(np.full((3, 5), 4.0), size=2 * MICE_BYTES)
     small = outcome(np.full((3, 5), 2.0), size=2 * MICE_BYTES)
