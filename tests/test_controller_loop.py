@@ -1,5 +1,7 @@
 """The control loop's logic without a switch: decisions, confirmation, safety, fallback, config."""
 
+import asyncio
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -317,3 +319,37 @@ def test_an_in_switch_policy_writes_nothing_while_it_decides_and_a_fallback_rewr
     assert not d.in_switch
     assert dict(d.writes) == preset  # port 2 too, though the preset was its last write
     assert next(r for r in d.rows if r["port"] == 1)["policy"] == "static:secn1"
+
+
+class PollerCompletionQueue:
+    """Shaped like grpc.aio's poller: a callback that hands an event to another loop."""
+
+    def __init__(self, other: asyncio.AbstractEventLoop) -> None:
+        self.other = other
+
+    def _handle_events(self) -> None:
+        self.other.call_soon_threadsafe(print)
+
+
+def test_the_controllers_loop_drops_only_grpcs_event_for_a_closed_loop(caplog):
+    from ecntune.controller.app import quiet_grpc_poller
+
+    closed = asyncio.new_event_loop()
+    closed.close()
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(quiet_grpc_poller)
+
+    def other_failure() -> None:
+        raise RuntimeError("Event loop is closed")  # the same error, not from the poller
+
+    try:
+        with caplog.at_level(logging.DEBUG):
+            loop.call_soon(PollerCompletionQueue(closed)._handle_events)
+            loop.call_soon(other_failure)
+            loop.run_until_complete(asyncio.sleep(0.01))
+    finally:
+        loop.close()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1
+    assert "other_failure" in errors[0].getMessage()
+    assert any("ignored" in r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
