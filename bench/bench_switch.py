@@ -1,11 +1,19 @@
-"""The embedded switch against BMv2's simple_switch_grpc, same program, same run.
+"""The embedded switch, native and Python engines, against BMv2's simple_switch_grpc, one run.
 
-- switch_pps_<n>ports: packets per second forwarded through the project's pipeline (LPM +
-  ECMP selector + ECN marking + telemetry) with n ports, each port sending to the next;
-  a raw-socket sender in its own process offers more than either switch forwards, and the
-  rate is what arrives on the far ends of the egress veths (kernel counters), median of
-  several windows (min and max and the offered rate alongside: on a machine with few
-  cores the sender and the switch share them, so compare targets, not absolute rates);
+Three columns per row: `embedded` (the program compiled to C with its own loop,
+switch/native_dataplane.py, issue 21), `embedded_python` (the reference Python loop) and
+`bmv2`; `ratio` is embedded / BMv2 (issue 21's target: >= 10x packets/s) and
+`ratio_vs_python` embedded / embedded_python.
+
+- switch_pps_<n>ports_<64|1518>B: packets per second forwarded through the project's
+  pipeline (LPM + ECMP selector + ECN marking + telemetry) with n ports, each port sending
+  to the next, frames of Ethernet's smallest size (64 B with FCS) and of a full 1500-byte
+  packet; bench/blast.c (sendmmsg, its own process) offers frames, and the rate is what
+  arrives on the far ends of the egress veths (kernel counters), median of several
+  windows (min, max and the offered rate alongside: on a machine with few cores the
+  sender and the switch share them, so compare targets, not absolute rates);
+- switch_idle_cpu_percent: the switch process's CPU use with nothing to forward (no busy
+  polling: a fabric's switches must not take a core each when idle);
 - p4runtime_insert / p4runtime_read / threshold_write_*: P4Runtime latency, median and p99
   of single table-entry inserts, wildcard reads of the routing table, and threshold writes
   by PacketOut (until the ack) and by RegisterEntry (embedded only: BMv2 has none);
@@ -14,7 +22,7 @@
   register in one request run back to back / while Writes of 100 table entries (inserted,
   then deleted) do; send to kernel arrival, median, p99 and max, and whether p99 meets
   the 10 ms target (issue 18);
-- switch_pps_2ports_in_switch_policy: the same forwarding with a 64-leaf tree installed in
+- switch_pps_2ports_in_switch_policy: 64-byte forwarding with a 64-leaf tree installed in
   policy_tree (ecn.p4 decides each port's thresholds at the end of every 10 ms interval,
   issue 20), windows alternating with and without it in one run: `with_over_without` is
   the in-switch decision's share of the per-packet cost (target: >= 0.95);
@@ -23,22 +31,21 @@
   milliseconds release such a queue in bursts;
 - switch_rss: peak resident memory of the switch process after all of the above.
 
-One JSON object per line with the embedded number, BMv2's ("bmv2": null and a reason when
-simple_switch_grpc is not on PATH or BMv2 cannot do it) and their ratio (embedded / BMv2).
-Needs root (veths, raw sockets).
+One JSON object per line ("bmv2": null and a reason when simple_switch_grpc is not on
+PATH or BMv2 cannot do it). Needs root (veths, raw sockets) and cc (bench/blast.c).
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import multiprocessing as mp
 import os
 import shutil
-import socket
 import statistics
+import struct
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -61,7 +68,8 @@ def if_packets(iface: str, direction: str) -> int:
     return int(Path(f"/sys/class/net/{iface}/statistics/{direction}_packets").read_text())
 
 
-def frame(src: int, dst: int, sport: int, dport: int = 5000) -> bytes:
+def frame(src: int, dst: int, sport: int, dport: int = 5000, size: int = 106) -> bytes:
+    """A UDP frame of `size` bytes (no FCS; 60 is Ethernet's minimum) from host src to dst."""
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
 
@@ -72,59 +80,65 @@ def frame(src: int, dst: int, sport: int, dport: int = 5000) -> bytes:
         Ether(dst=port_mac(0, src), src=host_mac(src_ip))
         / IP(src=src_ip, dst=dst_ip, tos=2)
         / UDP(sport=sport, dport=dport)
-        / bytes(64)
     )
-    return bytes(pkt)
+    return bytes(pkt / bytes(max(0, size - len(pkt))))
 
 
-def blast(ifaces: list[str], frames: list[list[bytes]], stop: Any) -> None:
-    """Send as fast as one process can, round-robin over the ports, until `stop` is set."""
-    socks = []
-    for iface in ifaces:
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-        s.bind((iface, 0))
-        socks.append(s)
-    i = 0
-    while not stop.is_set():
-        for s, fs in zip(socks, frames, strict=True):
-            for _ in range(16):
-                # a full socket buffer means the switch is the bottleneck: drop and go on
-                with contextlib.suppress(OSError):
-                    s.send(fs[i % len(fs)])
-                i += 1
+def blaster(tmp: Path) -> Path:
+    """bench/blast.c built with cc (a sender faster than any switch here)."""
+    exe = tmp / "blast"
+    subprocess.run(["cc", "-O2", "-o", str(exe), str(Path(__file__).with_name("blast.c"))],
+                   check=True)  # fmt: skip
+    return exe
 
 
-def forwarding_pps(rig: Testbed, n_ports: int) -> dict[str, float]:
+def forwarding_pps(rig: Testbed, n_ports: int, size: int = 106) -> dict[str, float]:
+    """Frames of `size` bytes, port i to port i+1, offered by bench/blast.c: what arrives."""
     far = [p for _, p in rig.pairs]
-    frames = [
-        [frame(i, i % n_ports + 1, 1000 + k) for k in range(32)] for i in range(1, n_ports + 1)
-    ]
-    ctx = mp.get_context("spawn")  # never fork a process that runs gRPC threads
-    stop = ctx.Event()
-    sender = ctx.Process(target=blast, args=(far, frames, stop), daemon=True)
-    sender.start()
-    try:
-        time.sleep(0.5)  # warm up
-        rates, offered = [], []
-        for _ in range(WINDOWS):
-            rx0 = sum(if_packets(p, "rx") for p in far)
-            tx0 = sum(if_packets(p, "tx") for p in far)
-            t0 = time.monotonic()
-            time.sleep(WINDOW_S)
-            dt = time.monotonic() - t0
-            rates.append((sum(if_packets(p, "rx") for p in far) - rx0) / dt)
-            offered.append((sum(if_packets(p, "tx") for p in far) - tx0) / dt)
-        return {
-            "pps": round(statistics.median(rates)),
-            "min": round(min(rates)),
-            "max": round(max(rates)),
-            "offered": round(statistics.median(offered)),
-        }
-    finally:
-        stop.set()
-        sender.join(5)
-        if sender.is_alive():
+    with tempfile.TemporaryDirectory(prefix="ecntune-blast-") as tmp:
+        frames_file = Path(tmp) / "frames"
+        with frames_file.open("wb") as out:
+            for i in range(1, n_ports + 1):
+                fs = [frame(i, i % n_ports + 1, 1000 + k, size=size) for k in range(32)]
+                out.write(struct.pack("<I", len(fs)))
+                for f in fs:
+                    out.write(struct.pack("<I", len(f)) + f)
+        sender = subprocess.Popen([str(blaster(Path(tmp))), str(frames_file), *far])
+        try:
+            time.sleep(0.5)  # warm up
+            rates, offered = [], []
+            for _ in range(WINDOWS):
+                rx0 = sum(if_packets(p, "rx") for p in far)
+                tx0 = sum(if_packets(p, "tx") for p in far)
+                t0 = time.monotonic()
+                time.sleep(WINDOW_S)
+                dt = time.monotonic() - t0
+                rates.append((sum(if_packets(p, "rx") for p in far) - rx0) / dt)
+                offered.append((sum(if_packets(p, "tx") for p in far) - tx0) / dt)
+        finally:
             sender.kill()
+            sender.wait()
+    return {
+        "pps": round(statistics.median(rates)),
+        "min": round(min(rates)),
+        "max": round(max(rates)),
+        "offered": round(statistics.median(offered)),
+        "frame_bytes": size,
+    }
+
+
+def idle_cpu_percent(rig: Testbed, window_s: float = 3.0) -> float:
+    """The switch process's CPU use while no frame arrives (no busy polling: ~0)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def cpu_s() -> float:
+        fields = Path(f"/proc/{rig.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    time.sleep(0.5)
+    c0, t0 = cpu_s(), time.monotonic()
+    time.sleep(window_s)
+    return round(100 * (cpu_s() - c0) / (time.monotonic() - t0), 2)
 
 
 def latency_ms(fn: Callable[[int], object], n: int = LATENCY_SAMPLES) -> dict[str, float]:
@@ -290,9 +304,9 @@ def in_switch_policy_pps(rig: Testbed) -> dict[str, Any]:
     plan = policy_plan(grid_policy(), {p: 10e9 for p in range(1, 3)})
     without, with_ = [], []
     for _ in range(2):
-        without.append(forwarding_pps(rig, 2)["pps"])
+        without.append(forwarding_pps(rig, 2, FRAME_SIZES[0])["pps"])
         install(rig.client, plan)
-        with_.append(forwarding_pps(rig, 2)["pps"])
+        with_.append(forwarding_pps(rig, 2, FRAME_SIZES[0])["pps"])
         clear(rig.client, plan)
     a, b = statistics.median(without), statistics.median(with_)
     return {"pps": round(b), "without": round(a), "with_over_without": round(b / a, 3),
@@ -306,14 +320,29 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def measure(target_name: str) -> dict[str, Any]:
+ENGINES = {  # column -> (target, the embedded switch's --dataplane)
+    "embedded": ("embedded", "native"),
+    "embedded_python": ("embedded", "python"),
+    "bmv2": ("bmv2", None),
+}
+FRAME_SIZES = (60, 1514)  # Ethernet's smallest frame (64 B with FCS) and a full 1500 B packet
+
+
+def measure(column: str) -> dict[str, Any]:
+    target_name, dataplane = ENGINES[column]
+    if dataplane:
+        os.environ["ECNTUNE_DATAPLANE"] = dataplane  # the switch process reads it
     results: dict[str, Any] = {}
     for n_ports in (2, 8):
-        rig = Testbed(target_name, n_ports, f"bs{target_name[0]}{n_ports}")
+        rig = Testbed(target_name, n_ports, f"bs{column[0]}{column[-1]}{n_ports}")
         try:
-            rate = forwarding_pps(rig, n_ports)
-            results[f"switch_pps_{n_ports}ports"] = rate.pop("pps")
-            results[f"switch_pps_{n_ports}ports_detail"] = rate
+            if n_ports == 2 and target_name == "embedded":
+                results["switch_idle_cpu_percent"] = idle_cpu_percent(rig)
+            for size in FRAME_SIZES:
+                rate = forwarding_pps(rig, n_ports, size)
+                name = f"switch_pps_{n_ports}ports_{size + 4}B"
+                results[name] = rate.pop("pps")
+                results[f"{name}_detail"] = rate
             if n_ports == 2:
                 policy = in_switch_policy_pps(rig)
                 results["switch_pps_2ports_in_switch_policy"] = policy.pop("pps")
@@ -332,30 +361,36 @@ def measure(target_name: str) -> dict[str, Any]:
     return results
 
 
+def ratio(value: Any, ref: Any) -> float | None:
+    if isinstance(value, dict) and isinstance(ref, dict):
+        return round(value["median_ms"] / ref["median_ms"], 3)
+    if isinstance(value, float | int) and isinstance(ref, float | int) and ref:
+        return round(value / ref, 3)
+    return None
+
+
 def main() -> int:
     if os.geteuid() != 0:
         print(json.dumps({"bench": "switch", "skipped": "needs root (veths, raw sockets)"}))
         return 0
     t0 = time.monotonic()
-    embedded = measure("embedded")
     have_bmv2 = shutil.which("simple_switch_grpc") is not None
-    bmv2 = measure("bmv2") if have_bmv2 else {}
-    why = None if have_bmv2 else "simple_switch_grpc is not on PATH"
+    runs = {c: measure(c) for c in ENGINES if have_bmv2 or ENGINES[c][0] != "bmv2"}
+    embedded = runs["embedded"]
     for name, value in embedded.items():
         if name.endswith(("_detail", "_error")):
             continue
-        row: dict[str, Any] = {"bench": name, "embedded": value, "bmv2": bmv2.get(name)}
-        for suffix in ("_detail", "_error"):
-            for side, res in (("embedded", embedded), ("bmv2", bmv2)):
+        row: dict[str, Any] = {"bench": name}
+        for column, res in runs.items():
+            row[column] = res.get(name)
+            for suffix in ("_detail", "_error"):
                 if name + suffix in res:
-                    row[f"{side}{suffix}"] = res[name + suffix]
-        if why:
-            row["bmv2_missing"] = why
-        ref = bmv2.get(name)
-        if isinstance(value, dict) and isinstance(ref, dict):
-            row["ratio"] = round(value["median_ms"] / ref["median_ms"], 3)
-        elif isinstance(value, float | int) and isinstance(ref, float | int) and ref:
-            row["ratio"] = round(value / ref, 3)
+                    row[f"{column}{suffix}"] = res[name + suffix]
+        if not have_bmv2:
+            row["bmv2"] = None
+            row["bmv2_missing"] = "simple_switch_grpc is not on PATH"
+        row["ratio"] = ratio(value, row["bmv2"])  # native / BMv2 (issue 21: >= 10x pps)
+        row["ratio_vs_python"] = ratio(value, row["embedded_python"])
         if name.startswith("forwarding_latency_") and isinstance(value, dict):
             row["target_p99_ms"] = LATENCY_TARGET_MS
             row["meets_target"] = value["p99_ms"] <= LATENCY_TARGET_MS

@@ -37,6 +37,19 @@ def p4c_path() -> str | None:
     return shutil.which("p4c")
 
 
+def native_dataplane() -> Check:
+    """Whether the embedded switch runs ecn.p4 compiled to C here, or its Python loop."""
+    from ecntune.p4src import PROGRAM
+    from ecntune.switch.compiler import compile_program
+    from ecntune.switch.native import NativeProgram, NativeUnavailable, c_compiler
+
+    try:
+        NativeProgram(compile_program(json.loads(PROGRAM.json_path.read_text())))
+    except (NativeUnavailable, OSError) as e:  # OSError: the build cache is not writable
+        return Check("native-dp", False, f"the embedded switch runs its Python loop: {e}")
+    return Check("native-dp", True, f"embedded switch runs ecn.p4 compiled to C ({c_compiler()})")
+
+
 def checks() -> list[Check]:
     ccs = tcp_congestion_controls()
     mininet_ok = importlib.util.find_spec("mininet") is not None
@@ -52,6 +65,7 @@ def checks() -> list[Check]:
         ),
         Check("bmv2", bmv2_path() is not None, bmv2_path() or "simple_switch_grpc not on PATH"),
         Check("p4c", p4c_path() is not None, p4c_path() or "p4c not on PATH (make p4 needs it)"),
+        native_dataplane(),
     ]
 
 

@@ -17,6 +17,7 @@ client reads the token itself, so the owner's usage is unchanged. Commands:
     register_read <name> [index]        as BMv2
     register_write <name> <index> <value>
     stats                               packet counters of the switch
+    dataplane                           which engine forwards: native (C), or python and why
 """
 
 from __future__ import annotations
@@ -71,10 +72,11 @@ def execute(switch: Switch, line: str) -> str:
             for port, q in sorted(tm.queues.items()):
                 s = q.shaping
                 rate = f"{s.rate_bps:.0f} bit/s" if s.rate_bps else f"{s.rate_pps or 0:.0f} pkt/s"
+                depth, enqueued, dropped = switch.queue_counts(port)
                 rows.append(
-                    f"port {port}: depth {len(q.items)}/{s.depth_pkts} rate {rate} "
+                    f"port {port}: depth {depth}/{s.depth_pkts} rate {rate} "
                     f"delay {switch.port_delay_s.get(port, 0.0) * 1e6:.0f} us "
-                    f"enqueued {q.enqueued} dropped {q.dropped}"
+                    f"enqueued {enqueued} dropped {dropped}"
                 )
             return "\n".join(rows)
         if cmd in ("register_read", "register_write"):
@@ -90,6 +92,8 @@ def execute(switch: Switch, line: str) -> str:
             return f"{reg.name}= " + ", ".join(map(str, reg.values))
         if cmd == "stats":
             return " ".join(f"{k}={v}" for k, v in vars(switch.stats).items())
+        if cmd == "dataplane":
+            return switch.engine_note
     raise ValueError(f"unknown command {cmd!r}")
 
 

@@ -5,9 +5,10 @@ egress, and the v1model metadata means what it means there: timestamps in micros
 since the switch started, enq_qdepth/deq_qdepth in packets (deq_qdepth counts the packets
 left behind), deq_timedelta in microseconds, packet_length in bytes.
 
-One thread runs the whole data plane (BMv2's "one core"): it waits on every port socket,
-the wake-up pipe and the next queue departure, so no packet ever crosses threads. Control
-threads (P4Runtime, ctl) take `lock` while they change tables, registers or the program.
+One thread runs the whole data plane (BMv2's "one core"); the Python engine below waits on
+every port socket, the wake-up pipe and the next queue departure, so no packet ever
+crosses threads. Control threads (P4Runtime, ctl) take `lock` while they change tables,
+registers or the program.
 A port may also have a propagation delay (`set_port_delay`, an extension BMv2 lacks: this
 kernel has no netem): a frame that leaves the queue and the egress pipeline is held on the
 port's "wire" for that long before it is sent, so the fabric's RTT is what the topology
@@ -15,6 +16,11 @@ says while the queue, the marking and the telemetry see only the queue.
 If that thread ever dies, `failure` says why and `on_failure` is called (the process
 exits non-zero): a switch whose gRPC server answers while nothing forwards is the one
 state it must never be in.
+
+That thread runs one of two engines: the loop below (Python, the reference), or the
+program compiled to C with a loop of its own (switch/native_dataplane.py, issue 21),
+several times faster. `dataplane="auto"` runs the native one wherever the program and
+this machine allow it, and `engine_note` says which runs and, for Python, why.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ecntune.switch.digests import DigestEngine
+from ecntune.switch.native import NativeUnavailable
+from ecntune.switch.native_dataplane import NativeDataplane
 from ecntune.switch.packet_io import Port, Waker
 from ecntune.switch.program import Program
 from ecntune.switch.runtime import DROP_PORT, AssertionFailure, Pkt
@@ -49,6 +57,7 @@ DATAPLANE_NICE = -10  # the data-plane thread's priority where the switch runs a
 MAX_PASSES = 16  # resubmit/recirculate loops longer than this are cut (and counted)
 
 PacketInSink = Callable[[bytes], None]
+DATAPLANES = ("auto", "native", "python")
 
 
 @dataclass
@@ -75,17 +84,23 @@ class Switch:
         cpu_port: int = 255,
         device_id: int = 0,
         pcap_dir: Path | None = None,
+        dataplane: str = "auto",
     ) -> None:
+        if dataplane not in DATAPLANES:
+            raise ValueError(f"dataplane must be one of {DATAPLANES}, got {dataplane!r}")
         self.device_id, self.cpu_port = device_id, cpu_port
+        self.dataplane = dataplane
+        self.engine: NativeDataplane | None = None  # None: the Python loop runs
+        self.engine_note = "chosen when the switch starts with a program"
         self.ports = {n: Port(n, iface, pcap_dir) for n, iface in sorted(ports.items())}
         self.program: Program | None = None
         self.lock = threading.RLock()
-        self.tm = TrafficManager()
+        self.tm = self._python_tm = TrafficManager()
         self.digests = DigestEngine()
         self.mirrors: dict[int, MirrorSession] = {}
         self.mcast: dict[int, list[tuple[int, int]]] = {}  # group -> [(port, rid)]
         self.packet_in: PacketInSink | None = None
-        self.stats = Stats()
+        self._stats = Stats()
         self._injected: deque[tuple[int, bytes]] = deque()
         self._waker = Waker()
         self._start = time.monotonic()
@@ -99,11 +114,25 @@ class Switch:
         self._template: list[int] = []
         self._metadata_slots: list[int] = []
 
+    @property
+    def stats(self) -> Stats:
+        """Counters of whichever engine runs (the native one keeps its own in C)."""
+        return self.engine.stats(self._stats) if self.engine is not None else self._stats
+
+    def queue_counts(self, port: int) -> tuple[int, int, int]:
+        """A port queue's (depth now, packets enqueued, packets tail-dropped) so far."""
+        if self.engine is not None:
+            return self.engine.queue_counts(port)
+        q = self.tm.queues.get(port)
+        return (len(q.items), q.enqueued, q.dropped) if q else (0, 0, 0)
+
     # -- configuration (control threads) -------------------------------------------------
 
     def load(self, program: Program) -> None:
         """Swap in a compiled program; queued packets of the old one are discarded."""
         with self.lock:
+            if self._running:  # first: a program the forced native engine refuses loads not
+                self._choose_engine(program)
             self.program = program
             self._template = program.layout.template()
             self._metadata_slots = [
@@ -113,9 +142,32 @@ class Switch:
                 q.items.clear()
             self.digests.pending.clear()
 
+    def _choose_engine(self, program: Program) -> None:
+        """The native engine for `program` where it can run, else the Python loop (and why);
+        a running engine of an older program stops and the data-plane thread takes the new."""
+        engine, why = None, "dataplane=python"
+        if self.dataplane != "python":
+            try:
+                engine = NativeDataplane(self, program)
+            except (NativeUnavailable, OSError) as e:
+                if self.dataplane == "native":
+                    raise
+                why = str(e)
+        old, self.engine = self.engine, engine
+        self.tm = engine.tm if engine is not None else self._python_tm
+        self.engine_note = "native (C)" if engine is not None else f"python ({why})"
+        log.warning("data plane: %s", self.engine_note)
+        if old is not None:
+            old.stop()
+        self._waker.wake()  # a Python loop notices the native engine and hands over
+
     def inject(self, frame: bytes, port: int | None = None) -> None:
         """A frame entering ingress on `port` (the CPU port by default): PacketOut."""
-        self._injected.append((self.cpu_port if port is None else port, frame))
+        port = self.cpu_port if port is None else port
+        if self.engine is not None:
+            self.engine.inject(port, frame)
+            return
+        self._injected.append((port, frame))
         self._waker.wake()
 
     def now_us(self) -> int:
@@ -301,6 +353,8 @@ class Switch:
             if p not in self.ports:
                 raise ValueError(f"no port {p}")
             self.port_delay_s[p] = delay_s
+        if self.engine is not None:
+            self.engine.push_shaping()
 
     def _error(self, e: BaseException, port: int) -> None:
         self.stats.errors += 1
@@ -321,12 +375,18 @@ class Switch:
     # -- the data-plane loop ------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the data-plane thread, with the native engine where it can run."""
         self._running = True
-        self._thread = threading.Thread(target=self._loop, name="dataplane", daemon=True)
+        if self.program is not None:
+            self._choose_engine(self.program)
+        self._thread = threading.Thread(target=self._run, name="dataplane", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._running = False
+        engine = self.engine
+        if engine is not None:
+            engine.stop()
         self._waker.wake()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -334,11 +394,31 @@ class Switch:
             p.close()
         self._waker.close()
 
-    def _loop(self) -> None:
+    def _run(self) -> None:
+        """The engine of the moment until stop(); a program load may change it under us."""
         with contextlib.suppress(PermissionError):  # only root may raise a thread's priority
             # the emulated hardware: its timed releases must not wait behind the hosts'
             # traffic generators and the server's threads on a busy machine
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), DATAPLANE_NICE)
+        try:
+            while self._running:
+                engine = self.engine
+                if engine is None:
+                    self._loop()
+                    continue
+                try:
+                    engine.run()
+                finally:
+                    if engine is not self.engine or not self._running:
+                        engine.close()
+        except BaseException as e:
+            self.failure = e
+            log.critical("the data plane stopped: %s: %s", type(e).__name__, e, exc_info=True)
+            if self.on_failure is not None:
+                self.on_failure(e)
+
+    def _loop(self) -> None:
+        """The Python engine: until stop() or a native engine takes over."""
         ep = select.epoll()
         by_fd = {p.fileno(): p for p in self.ports.values()}
         for fd in by_fd:
@@ -347,7 +427,7 @@ class Switch:
         ep_fd = ep.fileno()
         lock, injected = self.lock, self._injected
         try:
-            while self._running:
+            while self._running and self.engine is None:
                 now = time.monotonic()
                 wire = self._wire[0][0] if self._wire else None
                 deadlines = [self.tm.next_departure(), self.digests.poll(now), wire]
@@ -379,10 +459,5 @@ class Switch:
                         self.receive(in_port, frame)
                     self.run_departures(time.monotonic())
                     self._release_wire(time.monotonic())
-        except BaseException as e:
-            self.failure = e
-            log.critical("the data plane stopped: %s: %s", type(e).__name__, e, exc_info=True)
-            if self.on_failure is not None:
-                self.on_failure(e)
         finally:
             ep.close()

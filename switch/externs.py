@@ -16,6 +16,8 @@ def _check(name: str, index: int, size: int) -> None:
 
 
 class RegisterArray:
+    """`values` is a list, or the native data plane's array (switch/native.py) in its place."""
+
     def __init__(self, name: str, id_: int, size: int, width: int) -> None:
         self.name, self.id, self.size, self.width = name, id_, size, width
         self.mask = (1 << width) - 1
@@ -23,18 +25,19 @@ class RegisterArray:
 
     def read(self, index: int) -> int:
         _check(self.name, index, self.size)
-        return self.values[index]
+        return int(self.values[index])
 
     def write(self, index: int, value: int) -> None:
         _check(self.name, index, self.size)
         self.values[index] = value & self.mask
 
     def reset(self) -> None:
-        self.values = [0] * self.size
+        self.values[:] = [0] * self.size  # in place: the native data plane may hold it
 
 
 class CounterArray:
-    """BMv2 counters always count both packets and bytes."""
+    """BMv2 counters always count both packets and bytes (lists, or the native data plane's
+    arrays in their place)."""
 
     def __init__(self, name: str, id_: int, size: int) -> None:
         self.name, self.id, self.size = name, id_, size
@@ -48,7 +51,7 @@ class CounterArray:
 
     def read(self, index: int) -> tuple[int, int]:
         _check(self.name, index, self.size)
-        return self.packets[index], self.bytes[index]
+        return int(self.packets[index]), int(self.bytes[index])
 
     def write(self, index: int, packets: int, bytes_: int) -> None:
         _check(self.name, index, self.size)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -33,6 +34,8 @@ def _interface(spec: str) -> tuple[int, str]:
 
 
 def parser() -> argparse.ArgumentParser:
+    from ecntune.switch.dataplane import DATAPLANES
+
     p = argparse.ArgumentParser(
         prog="ecntune switch", description="The embedded P4 target (simple_switch_grpc-compatible)."
     )
@@ -73,6 +76,11 @@ def parser() -> argparse.ArgumentParser:
         "--write-slice-ms", type=float, default=None,
         help="how long a P4Runtime Write applies updates before packets get their turn "
         "(default: 1; 0: one update at a time)",
+    )  # fmt: skip
+    p.add_argument(
+        "--dataplane", choices=DATAPLANES, default=os.environ.get("ECNTUNE_DATAPLANE", "auto"),
+        help="native: the program compiled to C (needs cc); python: the reference loop; "
+        "auto (default, or $ECNTUNE_DATAPLANE): native where the program allows it",
     )  # fmt: skip
     p.add_argument("--no-p4", action="store_true", help="wait for SetForwardingPipelineConfig")
     p.add_argument("program", nargs="?", type=Path, help="BMv2 JSON to run at start")
@@ -163,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     from ecntune.switch.compiler import compile_program
     from ecntune.switch.dataplane import Switch
     from ecntune.switch.layout import Unsupported
+    from ecntune.switch.native import NativeUnavailable
 
     try:
         program = compile_program(json.loads(args.program.read_text())) if args.program else None
@@ -175,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.pcap:
         args.pcap.mkdir(parents=True, exist_ok=True)
     try:
-        switch = Switch(dict(args.interface), args.cpu_port or -1, args.device_id, args.pcap)
+        switch = Switch(
+            dict(args.interface), args.cpu_port or -1, args.device_id, args.pcap, args.dataplane
+        )
     except OSError as e:
         log.error("%s", e)
         return 2
@@ -198,10 +209,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     done = threading.Event()
     switch.on_failure = lambda _: done.set()  # nothing forwards: take the process down
-    switch.start()
+    try:
+        switch.start()
+    except NativeUnavailable as e:  # --dataplane native, and it cannot run here
+        log.error("cannot run the native data plane: %s", e)
+        grpc_server.stop(grace=0).wait()
+        control.stop()
+        switch.stop()
+        return 2
     log.warning(
-        "embedded switch %d up: ports %s, P4Runtime on %s (%s), control on 127.0.0.1:%d",
-        args.device_id, dict(args.interface), args.grpc_server_addr,
+        "embedded switch %d up: data plane %s, ports %s, P4Runtime on %s (%s), "
+        "control on 127.0.0.1:%d",
+        args.device_id, switch.engine_note, dict(args.interface), args.grpc_server_addr,
         "mutual TLS" if args.grpc_server_with_client_auth else
         "TLS" if args.grpc_server_ssl else "plaintext", args.thrift_port,
     )  # fmt: skip

@@ -102,6 +102,7 @@ class ActionProfile:
         self.members: dict[int, tuple[int, tuple[int, ...], int]] = {}  # id -> (action, data, seq)
         self.groups: dict[int, list[int]] = {}
         self._seq = itertools.count()
+        self.on_change: Callable[[], None] | None = None  # the native path's mirror
 
     @property
     def has_selector(self) -> bool:
@@ -113,11 +114,13 @@ class ActionProfile:
         if len(self.members) >= self.max_size:
             raise EntryError("RESOURCE_EXHAUSTED", f"action profile {self.name} is full")
         self.members[member] = (action_id, data, next(self._seq))
+        self._changed()
 
     def modify_member(self, member: int, action_id: int, data: tuple[int, ...]) -> None:
         if member not in self.members:
             raise EntryError("NOT_FOUND", f"no member {member} in {self.name}")
         self.members[member] = (action_id, data, self.members[member][2])
+        self._changed()
 
     def delete_member(self, member: int) -> None:
         if member not in self.members:
@@ -125,6 +128,7 @@ class ActionProfile:
         if any(member in g for g in self.groups.values()):
             raise EntryError("FAILED_PRECONDITION", f"member {member} is still in a group")
         del self.members[member]
+        self._changed()
 
     def set_group(self, group: int, members: Sequence[int], create: bool) -> None:
         if not self.has_selector:
@@ -140,10 +144,16 @@ class ActionProfile:
             raise EntryError("RESOURCE_EXHAUSTED", f"group {group} exceeds max_group_size")
         # BMv2 picks the n-th member in handle (creation) order.
         self.groups[group] = sorted(set(members), key=lambda m: self.members[m][2])
+        self._changed()
 
     def delete_group(self, group: int) -> None:
         if self.groups.pop(group, None) is None:
             raise EntryError("NOT_FOUND", f"no group {group} in {self.name}")
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def select(self, group: int, selector_values: Sequence[int]) -> tuple[int, tuple[int, ...]]:
         """The member a packet with these selector field values uses (BMv2: hash % size)."""
@@ -169,6 +179,8 @@ class Table:
     default_const: bool = False
     const_entries: bool = False
     entries: dict[tuple, Entry] = field(default_factory=dict)
+    # the native path's mirror (switch/native.py): told after every change of what lookup sees
+    on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         types = [k.match_type for k in self.key]
@@ -194,6 +206,11 @@ class Table:
             ]
         else:
             self._exact = {e.key: e for e in self.entries.values()}
+        self._changed()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def lookup(self, values: tuple[int, ...]) -> Entry | None:
         if self.needs_priority:
@@ -291,6 +308,7 @@ class Table:
         entry = self.find(key, priority)
         self.check_call(call)
         entry.call = call
+        self._changed()
         return entry
 
     def delete(self, key: Sequence[MatchValue], priority: int) -> None:
@@ -307,6 +325,7 @@ class Table:
             raise EntryError("INVALID_ARGUMENT", f"{self.name} is indirect: no default action")
         self.check_call(call)
         self.default = call
+        self._changed()
 
     def clear(self) -> None:
         if not self.const_entries:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,9 +16,11 @@ ECNTUNE = Path(sys.executable).with_name("ecntune")
 def test_doctor_reports_every_check_as_json():
     out = subprocess.run([ECNTUNE, "doctor", "--json"], capture_output=True, text=True, check=True)
     checks = {c["name"]: c for c in map(json.loads, out.stdout.splitlines())}
-    assert {"python", "root", "mininet", "bmv2", "p4c", "dctcp"} <= set(checks)
+    assert {"python", "root", "mininet", "bmv2", "p4c", "dctcp", "native-dp"} <= set(checks)
     assert checks["python"]["ok"] is True
     assert checks["root"]["ok"] is (os.geteuid() == 0)
+    # which data plane the embedded switch runs: C where a compiler is, else Python and why
+    assert checks["native-dp"]["ok"] is (shutil.which("cc") is not None), checks["native-dp"]
 
 
 def test_unknown_subcommand_fails():

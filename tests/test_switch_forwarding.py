@@ -1,9 +1,14 @@
 """The embedded switch forwarding on real veths while other things happen: per-port
 propagation delay (`set_port_delay`, what gives an emulated fabric a datacenter-like RTT
-where this kernel has no netem, issue 16), and a huge P4Runtime Read (issue 18 (3))."""
+where this kernel has no netem, issue 16), and a huge P4Runtime Read (issue 18 (3)).
+
+The switch runs its native engine wherever a C compiler exists (issue 21), so every live
+test exercises that one; the delay test runs once on each engine, and one test checks
+which engine a started switch says it runs."""
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import threading
 import time
@@ -26,8 +31,15 @@ def frame(dst: int, seq: int) -> bytes:
     return bytes(p / IP(src="10.0.0.1", dst=f"10.0.0.{dst}") / UDP(dport=5000 + seq) / (b"x" * 20))
 
 
-def test_a_port_delay_holds_frames_for_that_long_in_order_and_others_not_at_all():
-    with Testbed("embedded", 3, "dly") as tb:
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_a_port_delay_holds_frames_for_that_long_in_order_and_others_not_at_all(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if engine == "native" and shutil.which("cc") is None:
+        pytest.skip("no C compiler: the native engine cannot run")
+    monkeypatch.setenv("ECNTUNE_DATAPLANE", engine)  # the switch process reads it
+    with Testbed("embedded", 3, f"dl{engine[0]}") as tb:
+        assert tb.target.control(tb.spec, "dataplane").startswith(engine)
         tb.collect(quiet_s=0.2)  # opens the far ends' sockets
         tb.listen()
         tb.target.set_port_delay(tb.spec, DELAY_S, 2)
