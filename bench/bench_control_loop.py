@@ -16,8 +16,12 @@ Policies side by side in one run: the shipped ACC agent, and as the reference a 
 policy that alternates between two settings so that, like a busy agent, it writes every
 port on every tick without any inference; and that static policy again on a switch that
 applies a Write's updates one per hold of its lock (`--write-slice-ms 0`, as before slices:
-`slices_vs_one_update_per_lock` < 1 is what the slices gain). The agent writes only on the
-ticks where its decision changes a port (`ticks_writing`), so its applied times are few.
+`slices_vs_one_update_per_lock` < 1 is what the slices gain); and the static policy on a
+switch running its Python data plane (`--dataplane python`) instead of the native one
+(issue 21): `native_vs_python_dataplane` < 1 is what the compiled data plane gains the
+control loop by leaving the cores to the controller and the P4Runtime server. The agent
+writes only on the ticks where its decision changes a port (`ticks_writing`), so its
+applied times are few.
 Issue 20's target: applied p99 <= 5 ms at 32 ports. Also decisions per second the loop
 could sustain (1 / median applied).
 
@@ -52,6 +56,7 @@ SEND_PPS_PER_PORT = 200  # enough for a digest per port per interval, little loa
 # the switch as it was before Writes applied their updates in slices (one update per hold
 # of the switch lock): the reference for the slices' gain, in the same run
 ONE_UPDATE_PER_LOCK = ("--write-slice-ms", "0")
+PYTHON_DATAPLANE = ("--dataplane", "python")  # the reference engine, in the same run
 
 
 def send(ifaces: list[str], stop: Any) -> None:
@@ -138,13 +143,19 @@ def main() -> int:
         reference = measure(n, Alternating())
         agent = measure(n, "acc:default")
         per_update = measure(n, Alternating(), ONE_UPDATE_PER_LOCK)
+        python_dp = measure(n, Alternating(), PYTHON_DATAPLANE)
         print(json.dumps({
             "bench": f"control_loop_{n}ports", "target": "embedded", "interval_s": INTERVAL_S,
             "acc": agent, "static_alternating": reference,
             "static_alternating_one_update_per_lock": per_update,
+            "static_alternating_python_dataplane": python_dp,
             "applied_p99_ratio": round(agent["applied_p99_ms"] / reference["applied_p99_ms"], 2),
             "slices_vs_one_update_per_lock": {
                 q: round(reference[f"applied_{q}_ms"] / per_update[f"applied_{q}_ms"], 2)
+                for q in ("p50", "p99")
+            },
+            "native_vs_python_dataplane": {
+                q: round(reference[f"applied_{q}_ms"] / python_dp[f"applied_{q}_ms"], 2)
                 for q in ("p50", "p99")
             },
             "goal_applied_p99_ms": 5.0,
