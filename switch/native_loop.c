@@ -482,8 +482,7 @@ static void receive_port(int port) {
 
 int ect_dp_run(void) {
     struct epoll_event events[64];
-    stopping = 0;
-    while (!stopping) {
+    while (!stopping) {  /* a stop asked before the loop started holds: it never runs */
         int64_t now = mono_ns();
         pthread_mutex_lock(&lock);
         int64_t due = departures(now);
