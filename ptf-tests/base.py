@@ -8,6 +8,7 @@ Ports 1..4 of the switch face PTF ports 1..4; host i is 10.0.0.i behind port i.
 from __future__ import annotations
 
 import itertools
+import socket
 import time
 from pathlib import Path
 
@@ -26,6 +27,11 @@ from ecntune.topology import host_mac, port_mac
 
 PORTS = (1, 2, 3, 4)
 UNLIMITED_PPS = 1_000_000
+# What PTF holds per port before a test polls: its defaults (100 frames, the kernel's
+# ~208 KB socket buffer, ~20 jumbo frames) drop the tail of a burst that a switch forwarding
+# at line rate (the native data plane) delivers before the test starts receiving.
+RX_QUEUE_FRAMES = 4096
+RX_SOCKET_BYTES = 8 << 20
 _election = itertools.count(int(time.time() * 1000) % (1 << 40))
 
 
@@ -35,6 +41,9 @@ class EcnTest(BaseTest):
     def setUp(self) -> None:
         super().setUp()
         self.dataplane = ptf.dataplane_instance
+        self.dataplane.set_qlen(RX_QUEUE_FRAMES)
+        for port in self.dataplane.ports.values():
+            port.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RX_SOCKET_BYTES)
         self.dataplane.flush()
         p = tu.test_params_get()
         self.params = p
