@@ -15,8 +15,11 @@ switch/native_dataplane.py, issue 21), `embedded_python` (the reference Python l
 - switch_idle_cpu_percent: the switch process's CPU use with nothing to forward (no busy
   polling: a fabric's switches must not take a core each when idle);
 - p4runtime_insert / p4runtime_read / threshold_write_*: P4Runtime latency, median and p99
-  of single table-entry inserts, wildcard reads of the routing table, and threshold writes
-  by PacketOut (until the ack) and by RegisterEntry (embedded only: BMv2 has none);
+  of single table-entry inserts, wildcard reads of the routing table (~200 entries), and
+  threshold writes by PacketOut (until the ack) and by RegisterEntry (embedded only: BMv2
+  has none); p4runtime_noop_unary / p4runtime_noop_read: a Capabilities call and a Read
+  that finds nothing, what the gRPC server costs before any work (the embedded target's
+  is Python's grpc; a request cannot be answered faster than that);
 - forwarding_latency_{idle,during_maximal_read,during_write_burst}: a probe frame every
   5 ms through the switch while nothing else runs / while 50 wildcard reads of every
   register in one request run back to back / while Writes of 100 table entries (inserted,
@@ -155,11 +158,17 @@ def latency_ms(fn: Callable[[int], object], n: int = LATENCY_SAMPLES) -> dict[st
 
 
 def control_latencies(rig: Testbed) -> dict[str, dict[str, float] | None]:
+    from finsy.proto import p4r
+
     from ecntune.p4runtime_client import P4RuntimeClientError
     from ecntune.p4src import encoding as enc
 
     c = rig.client
     out: dict[str, dict[str, float] | None] = {}
+    out["p4runtime_noop_unary"] = latency_ms(
+        lambda _: c.stub.Capabilities(p4r.CapabilitiesRequest())
+    )
+    out["p4runtime_noop_read"] = latency_ms(lambda _: c.read(c.table_entry(enc.TABLE_POLICY_PORT)))
     out["p4runtime_insert"] = latency_ms(lambda i: rig.route(f"10.1.{i // 250}.{i % 250}", 32, [1]))
     out["p4runtime_read"] = latency_ms(lambda _: c.read(c.table_entry(enc.TABLE_IPV4, {})), 50)
     regs = enc.encode_thresholds(3000, 9000, 0.2)

@@ -32,6 +32,11 @@ def decode(value: bytes, bitwidth: int, what: str) -> int:
     return v
 
 
+def entity_bytes(**entity: Any) -> bytes:
+    """p4r.Entity(**entity), serialized."""
+    return p4r.Entity(**entity).SerializeToString()
+
+
 def encode(value: int, bitwidth: int) -> bytes:
     """The canonical (shortest) P4Runtime bytestring of an unsigned value."""
     del bitwidth
@@ -71,6 +76,9 @@ class P4InfoIndex:
         self.p4info, self.program = p4info, program
         _check_unique_ids(p4info)
         self.actions = {a.preamble.id: a for a in p4info.actions}
+        self._actions_by_name = {a.preamble.name: a for a in p4info.actions}
+        # (table id, key, priority) -> ((call, controller metadata), serialized Entity)
+        self._encoded: dict[tuple[int, tuple, int], tuple[tuple[ActionCall, int], bytes]] = {}
         self.tables: dict[int, TableMap] = {}
         json_actions_by_name: dict[str, list[int]] = {}
         for a in program.actions.values():
@@ -284,8 +292,7 @@ class P4InfoIndex:
         return out
 
     def action(self, call: ActionCall) -> Any:
-        name = self.program.actions[call.action_id].name
-        info = next(a for a in self.actions.values() if a.preamble.name == name)
+        info = self._actions_by_name[self.program.actions[call.action_id].name]
         return p4r.Action(
             action_id=info.preamble.id,
             params=[
@@ -330,7 +337,8 @@ class P4InfoIndex:
         key = self.key(tm, te.match)
         priority = te.priority
         if kind == "DELETE":
-            table.delete(key, priority)
+            entry = table.delete(key, priority)
+            self._encoded.pop((tm.info.preamble.id, entry.key, entry.priority), None)
             return
         if not te.HasField("action"):
             raise P4RuntimeError("INVALID_ARGUMENT", "a table entry needs an action")
@@ -354,21 +362,36 @@ class P4InfoIndex:
                     )
         return ActionCall()
 
-    def read_table_entries(self, te: Any) -> Iterator[Any]:
+    def read_table_entries(self, te: Any) -> Iterator[bytes]:
+        """The entries `te` asks for, each as a serialized Entity (what Read sends)."""
         maps = [self.table(te.table_id)] if te.table_id else list(self.tables.values())
         for tm in maps:
             if te.is_default_action:
-                yield self.table_entry(tm, None, default=True)
+                yield entity_bytes(table_entry=self.table_entry(tm, None, default=True))
                 continue
             if te.match:
                 try:
                     entry = tm.table.find(self.key(tm, te.match), te.priority)
                 except EntryError:
                     continue
-                yield self.table_entry(tm, entry)
+                yield self.encoded_entry(tm, entry)
                 continue
             for entry in list(tm.table.entries.values()):
-                yield self.table_entry(tm, entry)
+                yield self.encoded_entry(tm, entry)
+
+    def encoded_entry(self, tm: TableMap, entry: Entry) -> bytes:
+        """`entry` as a serialized Entity, encoded once per version of it: building the
+        message anew cost ~5 µs an entry, 1 ms for a wildcard read of 200 routes (issue 21).
+        Entries with direct counters change with every packet and are always built."""
+        if tm.direct_counter:
+            return entity_bytes(table_entry=self.table_entry(tm, entry))
+        key = (tm.info.preamble.id, entry.key, entry.priority)
+        version = (entry.call, entry.controller_metadata)
+        cached = self._encoded.get(key)
+        if cached is None or cached[0] != version:
+            cached = version, entity_bytes(table_entry=self.table_entry(tm, entry))
+            self._encoded[key] = cached
+        return cached[1]
 
     # -- externs -------------------------------------------------------------------------
 

@@ -311,12 +311,14 @@ class Table:
         self._changed()
         return entry
 
-    def delete(self, key: Sequence[MatchValue], priority: int) -> None:
+    def delete(self, key: Sequence[MatchValue], priority: int) -> Entry:
+        """Remove the entry; it is returned (P4Runtime drops its encoding)."""
         if self.const_entries:
             raise EntryError("PERMISSION_DENIED", f"{self.name} has const entries")
         entry = self.find(key, priority)
         del self.entries[(entry.key, entry.priority)]
         self._rebuild()
+        return entry
 
     def set_default(self, call: ActionCall) -> None:
         if self.default_const:

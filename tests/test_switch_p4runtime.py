@@ -366,6 +366,40 @@ def test_a_json_with_an_unknown_match_type_is_refused(client):
     assert "bogus" in got
 
 
+def test_reads_follow_every_change_of_an_entry(client: P4RuntimeClient):
+    """Read encodes an entry once and sends that encoding again (issue 21): a modify, new
+    controller metadata, a delete and a re-insert with other parameters each show in the
+    very next read, for one entry and for the wildcard."""
+
+    def entry(port_class: int, metadata: int = 0) -> Any:
+        params = {"port_class": port_class, "log2_alpha": 3, "rate_offset": 0}
+        te = client.table_entry(
+            enc.TABLE_POLICY_PORT, {enc.POLICY_PORT_KEY: 5}, enc.ACTION_POLICY_CLASS, params
+        )
+        te.controller_metadata = metadata
+        return te
+
+    def read() -> list[tuple[bytes, int]]:
+        one = client.read(client.table_entry(enc.TABLE_POLICY_PORT, {enc.POLICY_PORT_KEY: 5}))
+        every = client.read(client.table_entry(enc.TABLE_POLICY_PORT))
+        assert [e.SerializeToString() for e in one] == [e.SerializeToString() for e in every]
+        return [
+            (e.table_entry.action.action.params[0].value, e.table_entry.controller_metadata)
+            for e in every
+        ]
+
+    client.insert(entry(1))
+    assert read() == read() == [(b"\x01", 0)]  # the second read sends the cached encoding
+    client.modify(entry(2))
+    assert read() == [(b"\x02", 0)]
+    client.modify(entry(2, metadata=77))
+    assert read() == [(b"\x02", 77)]
+    client.delete(entry(2))
+    assert read() == []
+    client.insert(entry(9))
+    assert read() == [(b"\x09", 0)]
+
+
 def test_an_lpm_entry_with_a_priority_is_refused(client: P4RuntimeClient):
     """Issue 18 (7): a non-zero priority on a table without ternary/range/optional fields
     was dropped silently (the spec: INVALID_ARGUMENT)."""
