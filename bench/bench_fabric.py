@@ -5,8 +5,15 @@
   same nodes and links (default hosts, no configuration, Mininet's own stop).
 - flow_tools: concurrent small flows through the receiver/sender pair over loopback vs
   a minimal blocking socket client/server doing the same bytes: the tools' per-flow cost.
+- fabric_link_rate_<R>mbit: what link rates an emulated fabric sustains (issues 16, 21):
+  two bulk TCP senders into one host of a 3-host star at R Mbit/s per link, 1 ms per
+  link, through the embedded switch's native engine and, as the reference, its Python
+  engine; goodput over the link rate (1.0: line rate; TCP/IP headers alone cap it at
+  ~0.96) and the switch process's CPU (1.0: one core). On a 2-core machine the senders,
+  the receiver and the switch share the cores.
 
-One JSON object per line: name, median seconds of ecntune and of the reference, their ratio.
+One JSON object per line: name, median seconds of ecntune and of the reference, their ratio
+(fabric_link_rate: each engine's goodput share and CPU, native over Python).
 Runs needing root print a skipped line without it.
 """
 
@@ -148,7 +155,96 @@ def _drain(conn: socket.socket, size: int) -> None:
         conn.sendall(b"\x01")
 
 
+LINK_RATES_MBIT = (100, 300, 1000)
+LINK_DELAY_S = 1e-3
+BULK_S = 6.0  # seconds each bulk sender sends
+# In a host: send zeros to (ip, port) for BULK_S seconds.
+BULK_SENDER = """
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+buf, end = bytes(1 << 16), time.monotonic() + float(sys.argv[3])
+while time.monotonic() < end:
+    s.sendall(buf)
+s.close()
+"""
+# In a host: accept n connections; print the sum of their goodputs (bits/s, each from its
+# first byte to its close).
+BULK_RECEIVER = """
+import socket, sys, threading, time
+srv = socket.create_server(("", int(sys.argv[1])))
+print("ready", flush=True)
+rates = []
+def drain(c):
+    buf, n, t0 = bytearray(1 << 20), 0, None
+    while k := c.recv_into(buf):
+        t0 = t0 or time.monotonic()
+        n += k
+    rates.append(8 * n / (time.monotonic() - t0))
+workers = [threading.Thread(target=drain, args=(srv.accept()[0],)) for _ in range(int(sys.argv[2]))]
+for w in workers:
+    w.start()
+for w in workers:
+    w.join()
+print(sum(rates), flush=True)
+"""
+
+
+def link_rate(mbit: float, dataplane: str) -> dict[str, float]:
+    """Goodput share and switch CPU of two bulk flows into h3 of a star at `mbit` per link."""
+    from ecntune.controller import control_plane
+    from ecntune.fabric.net import Fabric, FabricOptions
+    from ecntune.topology import QUEUE_PKTS, single_switch
+
+    bps = mbit * 1e6
+    topo = single_switch(3, bps, name=f"rate{mbit:g}", delay_s=LINK_DELAY_S)
+    bdp_pkts = bps * 4 * LINK_DELAY_S / 8 / 1500
+    depth = max(QUEUE_PKTS, round(2 * bdp_pkts))  # room for both windows: rate, not buffer
+    kmin = 0.5 * bdp_pkts * 1500  # DCTCP-like marking at half a BDP (neither tight nor off)
+    policy = f"static:{kmin:.0f},{2 * kmin:.0f},0.2"
+    os.environ["ECNTUNE_DATAPLANE"] = dataplane  # the switch process reads it
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "ctl.jsonl"
+        with (
+            Fabric(topo, FabricOptions(queue_depth_pkts=depth)) as fab,
+            control_plane(fab.topology, fab.specs, policy, log, baseline_intervals=0),
+        ):
+            rx_ip = topo.hosts["h3"].ip
+            for h in ("h1", "h2"):  # routes in and ARP done before timing
+                fab.host(h).cmd(f"ping -c 2 -i 0.2 -W 2 {rx_ip}")
+            rx = fab.host("h3").popen([sys.executable, "-c", BULK_RECEIVER, "5001", "2"])
+            rx.stdout.readline()
+            pid = fab.switch("s1").proc.pid
+            cpu0, t0 = _cpu_s(pid), time.monotonic()
+            tx = [
+                fab.host(h).popen([sys.executable, "-c", BULK_SENDER, rx_ip, "5001", str(BULK_S)])
+                for h in ("h1", "h2")
+            ]
+            for p in tx:
+                p.wait()
+            cpu = (_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
+            goodput_bps = float(rx.communicate(timeout=30)[0].split()[-1])
+    return {"goodput_over_link": round(goodput_bps / bps, 3), "switch_cpu": round(cpu, 2)}
+
+
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fabric_link_rates() -> None:
+    for mbit in LINK_RATES_MBIT:
+        name = f"fabric_link_rate_{mbit}mbit"
+        if os.geteuid() != 0:
+            print(json.dumps({"bench": name, "skipped": "needs root"}))
+            continue
+        native, python = link_rate(mbit, "native"), link_rate(mbit, "python")
+        ratio = native["goodput_over_link"] / python["goodput_over_link"]
+        row = {"bench": name, "native": native, "python": python, "ratio": round(ratio, 3)}
+        print(json.dumps(row), flush=True)
+
+
 if __name__ == "__main__":
     fabric_lifecycle("tiny")
     fabric_lifecycle("star8")
     flow_tools()
+    fabric_link_rates()

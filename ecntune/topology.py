@@ -339,6 +339,15 @@ PRESETS = {
     "leafspine-2x4-20ms": lambda: leaf_spine(
         2, 4, 2, 20 * MBIT, 40 * MBIT, name="leafspine-2x4-20ms", delay_s=5e-3
     ),
+    # Faster fabrics for the native data plane (issue 21): star8-20ms's ~35 packets in flight
+    # at five times the rate (five times the flows per second), and the leaf-spine at 2.5
+    # times. On 2 cores the traffic tools cap what a fabric carries (~250-300 Mbit/s
+    # offered in all; 3 switch hops per packet on the leaf-spine), not the switch (~1
+    # Gbit/s into one port, bench/bench_fabric.py): README's preset table.
+    "star8-100m": lambda: single_switch(9, 100 * MBIT, name="star8-100m", delay_s=1e-3),
+    "leafspine-2x4-50m": lambda: leaf_spine(
+        2, 4, 2, 50 * MBIT, 100 * MBIT, name="leafspine-2x4-50m", delay_s=2e-3
+    ),
     # ACC's testbed (§5.1): 4 leaves, 2 spines, 24 hosts at 25G, 100G fabric.
     "testbed24": lambda: leaf_spine(2, 4, 6, 25 * GBIT, 100 * GBIT, name="testbed24"),
     # ACC/PET large-scale simulation: 12 leaves x 24 hosts at 25G, 6 spines at 100G.

@@ -28,6 +28,8 @@ EMULATED = (
     "leafspine-2x4",
     "leafspine-2x2-20ms",
     "leafspine-2x4-20ms",
+    "star8-100m",
+    "leafspine-2x4-50m",
 )
 # Packets through the embedded switch see ~0.5 ms RTT across one switch (ping) besides the
 # links' own delays (its delay lines): the simulator adds this to every emulated link.

@@ -239,6 +239,21 @@ def test_the_share_of_mice_that_timed_out_is_reported(tmp_path: Path):
     assert math.isnan(summarize_phase(Phase("p", tmp_path, meta(), flows, old)).mice_rto_share)
 
 
+def test_the_report_names_the_engine_that_forwarded_per_switch_where_they_differ(tmp_path):
+    same = {"s1": "native (C)", "s2": "native (C)"}
+    mixed = {"s1": "native (C)", "s2": "python (native data plane: header stacks)"}
+    runs = {"same": meta(dataplane=same), "mixed": meta(dataplane=mixed), "old": meta()}
+    for name, m in runs.items():
+        write_report([Phase(name, tmp_path, m, [], [])], tmp_path / name)
+    text = {name: (tmp_path / name / "report.md").read_text() for name in runs}
+    assert "switch `embedded` (data plane: native (C))," in text["same"]
+    assert (
+        "(data plane: s1 native (C); s2 python (native data plane: header stacks))"
+        in text["mixed"]
+    )
+    assert "data plane" not in text["old"]  # recorded before engines were: nothing claimed
+
+
 def test_thresholds_around_a_mid_run_change_are_compared_on_the_policys_own_intervals(
     tmp_path: Path,
 ):

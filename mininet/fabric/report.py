@@ -466,6 +466,8 @@ class PhaseSummary:
     ecn: bool
     switch: str
     control: ControlSummary | None = None
+    # switch -> the engine that forwarded (Fabric.dataplanes; empty in runs recorded before)
+    dataplane: dict[str, str] = field(default_factory=dict)
     # of the mice sent (< 100 KB), the share whose sender saw a retransmission timeout: their
     # FCTs hold a >= 200 ms timer, not the queue (NaN where the kernel does not report RTOs)
     mice_rto_share: float = math.nan
@@ -513,6 +515,7 @@ def summarize_phase(phase: Phase) -> PhaseSummary:
         ecn=phase.meta["ecn"],
         switch=phase.meta["switch"],
         control=summarize_control(phase),
+        dataplane=phase.meta.get("dataplane", {}),
         **_timeouts(phase),
         change_at_s=change.at_s if change else None,
         change=change.what if change else "",
@@ -706,6 +709,16 @@ def _fallback_warnings(summaries: list[PhaseSummary]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def _engines(dataplane: dict[str, str]) -> str:
+    """' (data plane: native (C))', or each switch's where they differ ('' if unknown)."""
+    engines = set(dataplane.values())
+    if not engines:
+        return ""
+    if len(engines) == 1:
+        return f" (data plane: {engines.pop()})"
+    return " (data plane: " + "; ".join(f"{k} {v}" for k, v in sorted(dataplane.items())) + ")"
+
+
 def write_report(phases: list[Phase], outdir: Path, title: str = "ecntune run") -> str:
     """Write every output named in the module docstring; return the table."""
     outdir.mkdir(parents=True, exist_ok=True)
@@ -724,7 +737,7 @@ def write_report(phases: list[Phase], outdir: Path, title: str = "ecntune run") 
         plot_switch_thresholds(phases, outdir / "switch_thresholds.png")
     table = format_table(summaries)
     facts = [
-        f"- {s.label}: switch `{s.switch}`, hosts' TCP `{s.cc}` with ECN "
+        f"- {s.label}: switch `{s.switch}`{_engines(s.dataplane)}, hosts' TCP `{s.cc}` with ECN "
         f"{'on' if s.ecn else 'off'}; {s.flows_completed}/{s.flows_sent} flows completed, "
         f"{s.flows_recorded} FCT records; queue from {s.queue_source}"
         + (f"; {s.control.describe()}" if s.control else "")

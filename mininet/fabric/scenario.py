@@ -230,6 +230,7 @@ def run_scenario(fabric: Fabric, scenario: Scenario, outdir: Path) -> ScenarioRe
         "roles": asdict(roles),
         "topology": topo.to_dict(),
         "switch": fabric.options.switch,
+        "dataplane": fabric.dataplanes(),
         "ecn": fabric.options.ecn,
         "cc": fabric.cc,
         "queue_depth_pkts": fabric.options.queue_depth_pkts,
