@@ -248,8 +248,7 @@ def test_the_report_names_the_engine_that_forwarded_per_switch_where_they_differ
     text = {name: (tmp_path / name / "report.md").read_text() for name in runs}
     assert "switch `embedded` (data plane: native (C))," in text["same"]
     assert (
-        "(data plane: s1 native (C); s2 python (native data plane: header stacks))"
-        in text["mixed"]
+        "(data plane: s1 native (C); s2 python (native data plane: header stacks))" in text["mixed"]
     )
     assert "data plane" not in text["old"]  # recorded before engines were: nothing claimed
 
