@@ -191,6 +191,8 @@ print(sum(rates), flush=True)
 
 def link_rate(mbit: float, dataplane: str) -> dict[str, float]:
     """Goodput share and switch CPU of two bulk flows into h3 of a star at `mbit` per link."""
+    from bench_switch import process_cpu_s  # bench/ is on sys.path
+
     from ecntune.controller import control_plane
     from ecntune.fabric.net import Fabric, FabricOptions
     from ecntune.topology import QUEUE_PKTS, single_switch
@@ -214,21 +216,16 @@ def link_rate(mbit: float, dataplane: str) -> dict[str, float]:
             rx = fab.host("h3").popen([sys.executable, "-c", BULK_RECEIVER, "5001", "2"])
             rx.stdout.readline()
             pid = fab.switch("s1").proc.pid
-            cpu0, t0 = _cpu_s(pid), time.monotonic()
+            cpu0, t0 = process_cpu_s(pid), time.monotonic()
             tx = [
                 fab.host(h).popen([sys.executable, "-c", BULK_SENDER, rx_ip, "5001", str(BULK_S)])
                 for h in ("h1", "h2")
             ]
             for p in tx:
                 p.wait()
-            cpu = (_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
+            cpu = (process_cpu_s(pid) - cpu0) / (time.monotonic() - t0)
             goodput_bps = float(rx.communicate(timeout=30)[0].split()[-1])
     return {"goodput_over_link": round(goodput_bps / bps, 3), "switch_cpu": round(cpu, 2)}
-
-
-def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def fabric_link_rates() -> None:

@@ -130,18 +130,18 @@ def forwarding_pps(rig: Testbed, n_ports: int, size: int = 106) -> dict[str, flo
     }
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def idle_cpu_percent(rig: Testbed, window_s: float = 3.0) -> float:
     """The switch process's CPU use while no frame arrives (no busy polling: ~0)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-
-    def cpu_s() -> float:
-        fields = Path(f"/proc/{rig.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / ticks
-
     time.sleep(0.5)
-    c0, t0 = cpu_s(), time.monotonic()
+    c0, t0 = process_cpu_s(rig.pid), time.monotonic()
     time.sleep(window_s)
-    return round(100 * (cpu_s() - c0) / (time.monotonic() - t0), 2)
+    return round(100 * (process_cpu_s(rig.pid) - c0) / (time.monotonic() - t0), 2)
 
 
 def latency_ms(fn: Callable[[int], object], n: int = LATENCY_SAMPLES) -> dict[str, float]:

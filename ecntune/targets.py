@@ -90,6 +90,13 @@ class Target:
     def set_queue_depth(self, spec: SwitchSpec, pkts: int, port: int | None = None) -> None:
         self.control(spec, f"set_queue_depth {pkts}" + (f" {port}" if port is not None else ""))
 
+    def dataplane(self, spec: SwitchSpec) -> str:
+        """Which engine forwards: the embedded target's answer (native (C), or python and
+        why: a fallback forwards ~13x fewer packets); BMv2's is its one program."""
+        if self.name == "embedded":
+            return self.control(spec, "dataplane").strip()
+        return self.switch_cmd[0]
+
     @property
     def has_port_delay(self) -> bool:
         """Only the embedded target delays frames on a port (BMv2 has no such knob)."""

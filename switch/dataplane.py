@@ -19,8 +19,8 @@ state it must never be in.
 
 That thread runs one of two engines: the loop below (Python, the reference), or the
 program compiled to C with a loop of its own (switch/native_dataplane.py, issue 21),
-~13x the Python loop's packet rate. `dataplane="auto"` runs the native one wherever the program and
-this machine allow it, and `engine_note` says which runs and, for Python, why.
+~13x the Python loop's packet rate. `dataplane="auto"` runs the native one wherever the
+program and this machine allow it, and `engine_note` says which runs and, for Python, why.
 """
 
 from __future__ import annotations

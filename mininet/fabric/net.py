@@ -258,18 +258,9 @@ class Fabric:
         return {s.name: s.spec() for s in self.net.switches if isinstance(s, P4Switch)}
 
     def dataplanes(self) -> dict[str, str]:
-        """Which engine forwards in each P4 switch: the embedded target's native (C), or
-        python and why (a fallback forwards ~13x fewer packets: the run's numbers depend
-        on it); BMv2's simple_switch_grpc; the kernel bridge has none here."""
-        out = {}
-        for name, spec in self.specs.items():
-            node = self.switch(name)
-            out[name] = (
-                node.target.control(spec, "dataplane").strip()
-                if node.target.name == "embedded"
-                else node.target.switch_cmd[0]
-            )
-        return out
+        """Which engine forwards in each P4 switch (Target.dataplane: a run's numbers depend
+        on it); the kernel bridge has none here."""
+        return {name: self.switch(name).target.dataplane(spec) for name, spec in self.specs.items()}
 
     def _node(self, name: str, cls: type):
         if self.net is None:
