@@ -12,7 +12,8 @@ algorithm on 2 cores, `--family testbed24` (the papers' fabric) hours.
 
 `python bench/bench_train.py speed`: training throughput alone (train_speed_<algo>_<fabric>:
 episodes per wall hour of agent/loops.py's jitted loop, `--envs` copies side by side
-against one in the same run, after a compile round; a few minutes).
+against one in the same run, after a compile round; a few minutes; `--scenario testbed24`
+times that one alone).
 """
 
 from __future__ import annotations
@@ -30,21 +31,22 @@ from ecntune.agent.ippo import IppoConfig
 from ecntune.agent.train import first_beat, train
 from ecntune.sim.scenario import LONG_RTT, MIXES, SimScenario
 
-SPEED_SCENARIOS = (
-    SimScenario("star8", load=0.6, incast_degree=4, episode_s=2.0),
-    SimScenario("testbed24", load=0.6, incast_degree=16),
-    # testbed24rtt
-    SimScenario("testbed24", workload="datamining", load=0.8, incast_degree=4, **LONG_RTT),
-)  # fmt: skip
+SPEED_SCENARIOS = {
+    "star8": SimScenario("star8", load=0.6, incast_degree=4, episode_s=2.0),
+    "testbed24": SimScenario("testbed24", load=0.6, incast_degree=16),
+    "testbed24rtt": SimScenario("testbed24", workload="datamining", load=0.8, incast_degree=4,
+                                **LONG_RTT),
+}  # fmt: skip
 
 
-def speed(envs: int, rounds: int = 2) -> None:
-    """Episodes per wall hour with `envs` copies side by side against one, same run."""
+def speed(envs: int, names: list[str] | None = None, rounds: int = 2) -> None:
+    """Episodes per wall hour with `envs` copies side by side against one, same run (on the
+    scenarios named, every one by default: an accelerator's lease fits one or two)."""
     import jax
 
     from ecntune.agent import loops
 
-    for sc in SPEED_SCENARIOS:
+    for sc in (SPEED_SCENARIOS[n] for n in names or SPEED_SCENARIOS):
         for algo, make, config in (("acc", loops.make_acc_loop, DdqnConfig(levels=6)),
                                    ("pet", loops.make_pet_loop, IppoConfig(levels=6))):  # fmt: skip
             env = sc.env(features=config.features, reward=algo)
@@ -63,6 +65,7 @@ def speed(envs: int, rounds: int = 2) -> None:
                 "episodes_per_hour": round(per_hour[envs]),
                 "reference_episodes_per_hour_1_env": round(per_hour[1]),
                 "ratio": round(per_hour[envs] / per_hour[1], 2),
+                "platform": jax.devices()[0].device_kind,
             }), flush=True)  # fmt: skip
 
 
@@ -75,10 +78,16 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--judge-episodes", type=int, default=2)
     ap.add_argument("--envs", type=int, default=8, help="episodes side by side per round")
+    ap.add_argument(
+        "--scenario",
+        action="append",
+        choices=list(SPEED_SCENARIOS),
+        help="speed lines for this scenario only (repeatable; default: all)",
+    )
     ap.add_argument("mode", nargs="?", choices=["all", "speed"], default="all",
                     help="speed: the throughput lines only")  # fmt: skip
     args = ap.parse_args()
-    speed(args.envs)
+    speed(args.envs, args.scenario)
     if args.mode == "speed":
         return
     train_mix, held_out = MIXES[f"{args.family}-train"], MIXES[f"{args.family}-heldout"]
