@@ -10,7 +10,7 @@ is chosen once in the same run. One JSON object per line and seed; `wall_s_to_be
 null when the budget ran out first. Long: `--family star8` takes ~10 min per seed and
 algorithm on 2 cores, `--family testbed24` (the papers' fabric) hours.
 
-`python bench/bench_train.py speed`: training throughput alone (train_speed_<algo>_<fabric>:
+`python bench/bench_train.py speed`: training throughput alone (train_speed_<algo>_<scenario>:
 episodes per wall hour of agent/loops.py's jitted loop, `--envs` copies side by side
 against one in the same run, after a compile round; a few minutes; `--scenario testbed24`
 times that one alone).
@@ -46,7 +46,8 @@ def speed(envs: int, names: list[str] | None = None, rounds: int = 2) -> None:
 
     from ecntune.agent import loops
 
-    for sc in (SPEED_SCENARIOS[n] for n in names or SPEED_SCENARIOS):
+    for name in names or SPEED_SCENARIOS:
+        sc = SPEED_SCENARIOS[name]
         for algo, make, config in (("acc", loops.make_acc_loop, DdqnConfig(levels=6)),
                                    ("pet", loops.make_pet_loop, IppoConfig(levels=6))):  # fmt: skip
             env = sc.env(features=config.features, reward=algo)
@@ -60,7 +61,7 @@ def speed(envs: int, names: list[str] | None = None, rounds: int = 2) -> None:
                 jax.block_until_ready(carry)
                 per_hour[n] = rounds * n / (time.perf_counter() - t) * 3600
             print(json.dumps({
-                "bench": f"train_speed_{algo}_{sc.topology}", "scenario": sc.label,
+                "bench": f"train_speed_{algo}_{name}", "scenario": sc.label,
                 "intervals_per_episode": env.episode_intervals, "envs": envs,
                 "episodes_per_hour": round(per_hour[envs]),
                 "reference_episodes_per_hour_1_env": round(per_hour[1]),
