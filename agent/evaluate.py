@@ -593,7 +593,7 @@ def evaluate_mix(
 
     With `cache`, each scenario's outcomes are kept there, the statics' together and each
     agent's apart (named by a hash of the scenario, episodes, seed, drain, the policies (an
-    agent by its checkpoint's bytes) and the simulator's sources) and reused: an
+    agent by its checkpoint's bytes) and the simulator: `_simulator_fingerprint`) and reused: an
     interrupted evaluation resumes, a new agent is judged against the statics already run,
     and nothing a different simulator computed is mixed in."""
     from tqdm import tqdm
@@ -607,9 +607,10 @@ def evaluate_mix(
     groups = [(statics, repr(static_names))] + [
         ({name: policy}, _identity(name, policy)) for name, policy in agents.items()
     ]
-    simulator = _simulator_fingerprint()
     bar = tqdm(total=len(scenarios) * (len(statics) + len(agents)) * episodes,
                desc="evaluate", unit="episode", disable=not progress)  # fmt: skip
+
+    simulator = functools.cache(_simulator_fingerprint)
 
     def run(sc: SimScenario, groups: list[tuple[dict[str, Any], str]]) -> dict[str, Outcome]:
         """The groups' outcomes on sc, each group cached in its own file; the groups not
@@ -617,7 +618,7 @@ def evaluate_mix(
         got: dict[str, dict[str, Outcome]] = {}
         todo: list[tuple[dict[str, Any], str, Path | None]] = []
         for policies, identity in groups:
-            what = repr((sc, episodes, seed, drain_factor, identity, simulator)).encode()
+            what = repr((sc, episodes, seed, drain_factor, identity, simulator(sc))).encode()
             path = cache / f"{hashlib.sha256(what).hexdigest()[:16]}.npz" if cache else None
             if path is not None and path.exists():
                 bar.update(len(policies) * episodes)
@@ -657,14 +658,44 @@ def evaluate_mix(
     )  # fmt: skip
 
 
-def _simulator_fingerprint() -> str:
-    """A hash of the simulator's sources (sim/*.py), part of every cached outcome's name."""
+def _simulator_fingerprint(scenario: SimScenario) -> str:
+    """What a scenario's outcomes depend on besides the policies, part of every cached
+    outcome's name: the simulator's model (the sources of sim/ but scenario.py) and every
+    array and setting of the environment the scenario builds (`scenario_env`: all that
+    scenario.py, the topology presets and the workload CDFs decide for it). A new preset
+    or mix in scenario.py then leaves the outcomes cached for the others valid; a change
+    to the model, or to what the scenario builds, does not."""
     import ecntune.sim
 
     digest = hashlib.sha256()
     for path in sorted(Path(ecntune.sim.__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + path.read_bytes())
+        if path.name != "scenario.py":
+            digest.update(path.name.encode() + path.read_bytes())
+    _digest_into(digest, scenario_env(scenario))
     return digest.hexdigest()[:16]
+
+
+def _digest_into(digest: Any, value: Any) -> None:
+    """Hash a value made of dataclasses, named tuples, sequences, mappings, arrays and
+    scalars by its content (a repr would abbreviate arrays and show addresses)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    elif isinstance(value, tuple) and hasattr(value, "_asdict"):
+        value = value._asdict()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            digest.update(repr(key).encode())
+            _digest_into(digest, item)
+    elif isinstance(value, list | tuple):
+        digest.update(f"[{len(value)}".encode())
+        for item in value:
+            _digest_into(digest, item)
+    elif hasattr(value, "shape") and hasattr(value, "dtype"):
+        array = np.asarray(value)
+        digest.update(f"{array.dtype}{array.shape}".encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    else:
+        digest.update(repr(value).encode())
 
 
 def _identity(name: str, policy: Any) -> str:

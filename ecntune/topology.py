@@ -350,6 +350,13 @@ PRESETS = {
     ),
     # ACC's testbed (§5.1): 4 leaves, 2 spines, 24 hosts at 25G, 100G fabric.
     "testbed24": lambda: leaf_spine(2, 4, 6, 25 * GBIT, 100 * GBIT, name="testbed24"),
+    # GraphCC's topology changes (§4.5, Table 2), trained on testbed24, never trained on:
+    # an extra branch (one more spine, one more leaf with its 6 hosts: the leaf-spine form
+    # of the paper's extra core, two spines and six hosts), and 32 or 40 hosts on the same
+    # four leaves (8 or 10 per leaf instead of 6).
+    "testbed24-branch": lambda: leaf_spine(3, 5, 6, 25 * GBIT, 100 * GBIT, name="testbed24-branch"),
+    "testbed32": lambda: leaf_spine(2, 4, 8, 25 * GBIT, 100 * GBIT, name="testbed32"),
+    "testbed40": lambda: leaf_spine(2, 4, 10, 25 * GBIT, 100 * GBIT, name="testbed40"),
     # ACC/PET large-scale simulation: 12 leaves x 24 hosts at 25G, 6 spines at 100G.
     "fabric288": lambda: leaf_spine(6, 12, 24, 25 * GBIT, 100 * GBIT, name="fabric288"),
 }

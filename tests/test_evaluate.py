@@ -316,9 +316,28 @@ def test_cached_outcomes_are_reused_only_under_the_same_simulator(tmp_path, monk
     assert set(tmp_path.iterdir()) == cached  # reused
     for name, outcome in first.runs[0].items():
         np.testing.assert_array_equal(again.runs[0][name].fct_s, outcome.fct_s)
-    monkeypatch.setattr(evaluate, "_simulator_fingerprint", lambda: "another simulator")
+    monkeypatch.setattr(evaluate, "_simulator_fingerprint", lambda sc: "another simulator")
     judged()
     assert len(set(tmp_path.iterdir())) == 2  # run again, not taken from the old simulator
+
+
+def test_the_simulator_fingerprint_follows_what_a_scenario_builds_not_the_preset_catalog(
+    monkeypatch,
+):
+    from ecntune.sim import scenario as scenarios
+
+    sc = SimScenario("testbed24", workload="websearch", load=0.6, incast_degree=4)
+    before = evaluate._simulator_fingerprint(sc)
+    assert evaluate._simulator_fingerprint(sc) == before
+    # another fabric listed as emulated: testbed24's environment is the same, so are its outcomes
+    monkeypatch.setattr(scenarios, "EMULATED", (*scenarios.EMULATED, "some-new-preset"))
+    evaluate.scenario_env.cache_clear()
+    assert evaluate._simulator_fingerprint(sc) == before
+    # the same scenario building another environment (host NICs marking later): not the same
+    monkeypatch.setattr(scenarios, "DATACENTER_NIC_CE_S", 2 * scenarios.DATACENTER_NIC_CE_S)
+    evaluate.scenario_env.cache_clear()
+    assert evaluate._simulator_fingerprint(sc) != before
+    evaluate.scenario_env.cache_clear()
 
 
 def _assert_same_outcomes(got: dict[str, Outcome], want: dict[str, Outcome]) -> None:
