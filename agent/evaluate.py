@@ -664,7 +664,7 @@ def _simulator_fingerprint(scenario: SimScenario) -> str:
     array and setting of the environment the scenario builds (`scenario_env`: all that
     scenario.py, the topology presets and the workload CDFs decide for it). A new preset
     or mix in scenario.py then leaves the outcomes cached for the others valid; a change
-    to the model, or to what the scenario builds, does not."""
+    to the model, or to what the scenario builds, has them simulated again."""
     import ecntune.sim
 
     digest = hashlib.sha256()

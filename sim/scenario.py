@@ -274,7 +274,7 @@ MIXES: dict[str, tuple[SimScenario, ...]] = {
             "leafspine-2x4", "fb_hadoop", 0.6, incast=4
         ),  # emulated-speed fabric, never trained on
     ),
-    # GraphCC's setup (§4.2): trained on testbed24 FB_Hadoop 60 % + 16:1 over DCQCN alone,
+    # GraphCC's setup (§4.1, §4.3): trained on testbed24 FB_Hadoop 60 % + 16:1 over DCQCN alone,
     # then judged without retraining on its unseen cases (§4.4-4.5: Table 1, Figure 5,
     # Table 2): unseen workloads with and without incasts, higher loads, link failures
     # (transient here, 30-60 % of the episode: the simulator does not reroute), an extra
