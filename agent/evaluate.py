@@ -610,7 +610,7 @@ def evaluate_mix(
     bar = tqdm(total=len(scenarios) * (len(statics) + len(agents)) * episodes,
                desc="evaluate", unit="episode", disable=not progress)  # fmt: skip
 
-    simulator = functools.cache(_simulator_fingerprint)
+    simulator = functools.cache(_simulator_fingerprint)  # one env hash per scenario
 
     def run(sc: SimScenario, groups: list[tuple[dict[str, Any], str]]) -> dict[str, Outcome]:
         """The groups' outcomes on sc, each group cached in its own file; the groups not
@@ -665,14 +665,21 @@ def _simulator_fingerprint(scenario: SimScenario) -> str:
     scenario.py, the topology presets and the workload CDFs decide for it). A new preset
     or mix in scenario.py then leaves the outcomes cached for the others valid; a change
     to the model, or to what the scenario builds, has them simulated again."""
+    digest = _model_sources_digest().copy()
+    _digest_into(digest, scenario_env(scenario))
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def _model_sources_digest() -> Any:
+    """The simulator model's sources (sim/*.py but scenario.py), hashed once per process."""
     import ecntune.sim
 
     digest = hashlib.sha256()
     for path in sorted(Path(ecntune.sim.__file__).parent.glob("*.py")):
         if path.name != "scenario.py":
             digest.update(path.name.encode() + path.read_bytes())
-    _digest_into(digest, scenario_env(scenario))
-    return digest.hexdigest()[:16]
+    return digest
 
 
 def _digest_into(digest: Any, value: Any) -> None:
