@@ -3,10 +3,11 @@
     ecntune eval --mix star8-heldout --checkpoint agent/checkpoints/acc-star8.msgpack
 
 For every scenario of a mix (sim/scenario.py) and the same episodes (seeds HELD_OUT_SEED + i)
-every policy runs: the learned ones, SECN0/1/2 and the 36 settings of the static grid
-(agent/static.py GRID). Episodes **drain**: after the arrival window the fabric runs on
-(no new flows) until every started flow has finished or `drain_factor` episodes more
-have passed; what is still unfinished is counted per policy. Then:
+every policy runs: the learned ones, SECN0/1/2 and the 52 settings of the static grid
+(agent/static.py: `GRID`, 36 from α to 32α, and `GRID_BELOW_ALPHA`, 16 below it). Episodes
+**drain**: after the arrival window the fabric runs on (no new flows) until every started
+flow has finished or `drain_factor` episodes more have passed; what is still unfinished is
+counted per policy. Then:
 
 - the **best static in hindsight** per scenario (lowest mice mean FCT slowdown among all
   static settings, on the flows every static completed) and the **single best static**
@@ -26,7 +27,7 @@ Metrics come from traffic/fct.py (ideal FCT with header overhead, size buckets),
 code that summarises the emulation and the demo. Every policy runs as a pure JAX function
 (agent/policy.py `greedy_function`) under one jitted `vmap` over episodes (and over the
 static settings, and over checkpoints of one architecture such as a training run's
-seeds), so the grid costs one batched simulation, not 36 loops, and five seeds one.
+seeds), so the grid costs one batched simulation, not 52 loops, and five seeds one.
 """
 
 from __future__ import annotations
@@ -589,7 +590,8 @@ def evaluate_mix(
     progress: bool = True,
     cache: Path | None = None,
 ) -> MixResult:
-    """The whole protocol: every agent, SECN0-2 and the grid on every scenario's episodes.
+    """The whole protocol: every agent, SECN0-2 and the grid (`GRID` and
+    `GRID_BELOW_ALPHA`, or the settings of `grid` alone) on every scenario's episodes.
 
     With `cache`, each scenario's outcomes are kept there, the statics' together and each
     agent's apart (named by a hash of the scenario, episodes, seed, drain, the policies (an
@@ -600,14 +602,19 @@ def evaluate_mix(
 
     from ecntune.agent.actions import alpha_bytes
     from ecntune.agent.policy import load_policy
-    from ecntune.agent.static import GRID
+    from ecntune.agent.static import GRID, GRID_BELOW_ALPHA
 
-    static_names = [f"static:{p}" for p in (*BASELINE_PRESETS, *(grid or GRID))]
-    statics = {n: load_policy(n) for n in static_names}
-    groups = [(statics, repr(static_names))] + [
-        ({name: policy}, _identity(name, policy)) for name, policy in agents.items()
-    ]
-    bar = tqdm(total=len(scenarios) * (len(statics) + len(agents)) * episodes,
+    # the statics in groups cached apart: SECN0-2 with the grid (or the settings asked
+    # for), then the grid's extension below α, so that outcomes cached before it existed
+    # still serve
+    static_groups = [[f"static:{p}" for p in (*BASELINE_PRESETS, *(grid or GRID))]]
+    if grid is None:
+        static_groups.append([f"static:{p}" for p in GRID_BELOW_ALPHA])
+    static_names = [n for names in static_groups for n in names]
+    groups = [({n: load_policy(n) for n in names}, repr(names)) for names in static_groups]
+    groups += [({name: policy}, _identity(name, policy)) for name, policy in agents.items()]
+    statics = len(static_groups)
+    bar = tqdm(total=len(scenarios) * (len(static_names) + len(agents)) * episodes,
                desc="evaluate", unit="episode", disable=not progress)  # fmt: skip
 
     simulator = functools.cache(_simulator_fingerprint)  # one env hash per scenario
@@ -639,7 +646,7 @@ def evaluate_mix(
     for sc in scenarios:
         bar.set_description(f"evaluate {sc.label}")
         # the statics first, on their own: a long grid is cached before the agents start
-        runs.append(run(sc, groups[:1]) | run(sc, groups[1:]))
+        runs.append(run(sc, groups[:statics]) | run(sc, groups[statics:]))
     # the ablation: every agent frozen to the setting it held most often over the mix
     alpha = (
         [np.asarray(alpha_bytes(scenario_env(sc).link_bps())) for sc in scenarios] if agents else []

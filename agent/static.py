@@ -17,6 +17,14 @@ kmin = α·2^n < kmax = α·2^m for 0 <= n < m <= 5 at pmax 0.2 and 1.0 (30 RED 
 six DCTCP-style steps kmin = kmax = α·2^n, n <= 5 (pmax is irrelevant for a step): 36
 settings, from 1α to 32α (20 KB to 640 KB at 25 Gbit/s).
 
+`GRID_BELOW_ALPHA` extends it downwards (added 2026-11-27, before it ran on any held-out
+episode): on testbed24's held-out mix GraphCC held settings below α that, run as statics,
+beat every setting of `GRID` (docs/results, "GraphCC on testbed24's held-out mix"), so the
+grid's best was not the strongest static an operator could pick. Steps at α/8, α/4, α/2,
+ramps from each of those to twice and four times it at pmax 0.2 and 1.0, and the
+template's zero level (mark as soon as a byte waits): 16 settings, from 1 byte to 2α. It is
+a separate group so that outcomes cached for `GRID` stay valid (agent/evaluate.py).
+
 They are policies like any learned one (see agent/policy.py), so the controller and the
 simulator treat "static" and "learned" the same way.
 """
@@ -57,6 +65,12 @@ GRID = tuple(
     [f"{2**n}a,{2**m}a,{p:g}" for n in range(GRID_LEVELS) for m in range(n + 1, GRID_LEVELS)
      for p in GRID_PMAX]
     + [f"{2**n}a,{2**n}a,1" for n in range(GRID_LEVELS)]
+)  # fmt: skip
+GRID_BELOW_ALPHA = tuple(
+    ["0a,0a,1"]
+    + [f"{2.0**-n:g}a,{2.0**-n:g}a,1" for n in (3, 2, 1)]
+    + [f"{2.0**-n:g}a,{2.0 ** (k - n):g}a,{p:g}"
+       for n in (3, 2, 1) for k in (1, 2) for p in GRID_PMAX]
 )  # fmt: skip
 
 

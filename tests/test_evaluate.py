@@ -16,7 +16,7 @@ from ecntune.agent import evaluate
 from ecntune.agent.evaluate import Outcome, best_statics, compare, run_policies
 from ecntune.agent.policy import greedy_function, load_policy
 from ecntune.agent.rewards import Reward, RewardWeights
-from ecntune.agent.static import GRID, StaticPolicy
+from ecntune.agent.static import GRID, GRID_BELOW_ALPHA, StaticPolicy
 from ecntune.sim.scenario import SimScenario
 from ecntune.telemetry import PortTelemetry
 from ecntune.traffic.fct import MICE_BYTES
@@ -47,6 +47,51 @@ def test_the_grid_is_thirty_six_valid_template_settings_that_scale_with_the_link
         assert float(np.asarray(th100[1])[0]) == pytest.approx(4 * kmax)  # scales with speed
     with pytest.raises(ValueError, match="α units"):
         StaticPolicy("2a,80KB,0.1")
+
+
+def test_the_grid_below_alpha_reaches_down_to_marking_at_the_first_byte():
+    assert not set(GRID_BELOW_ALPHA) & set(GRID)
+    kmins = set()
+    for name in GRID_BELOW_ALPHA:
+        th25 = [float(np.asarray(x)[0]) for x in StaticPolicy(name).act(_history(25e9))]
+        th100 = [float(np.asarray(x)[0]) for x in StaticPolicy(name).act(_history(100e9))]
+        kmin, kmax, pmax = th25
+        assert 0 <= kmin < 20_000, name
+        assert kmin <= kmax <= 40_000, name
+        assert 0 < pmax <= 1, name
+        kmins.add(kmin)
+        if kmax > 1:  # scales with the port's speed, as the grid's settings do
+            assert th100[:2] == pytest.approx([4 * kmin, 4 * kmax]), name
+        else:  # the zero level: mark as soon as a byte waits (0 bytes would turn it off)
+            assert (kmin, kmax, th100[1]) == (0.0, 1.0, 1.0)
+    assert kmins == {0.0, 2_500.0, 5_000.0, 10_000.0}
+
+
+def test_the_grid_below_alpha_is_judged_beside_the_grid_and_cached_apart(tmp_path, monkeypatch):
+    """Outcomes cached for the grid before its extension existed serve unchanged; the
+    extension runs on the same episodes and can be the best static."""
+    from ecntune.agent import static
+
+    monkeypatch.setattr(static, "GRID", ("4a,4a,1",))
+    monkeypatch.setattr(static, "GRID_BELOW_ALPHA", ("0.25a,0.25a,1",))
+    simulated: list[list[str]] = []
+    run = evaluate.run_policies
+    monkeypatch.setattr(evaluate, "run_policies", lambda sc, pols, *a: (
+        simulated.append(list(pols)), run(sc, pols, *a))[1])  # fmt: skip
+    sc = [SimScenario("tiny", load=0.7, incast_degree=2, episode_s=0.1)]
+    before = evaluate.evaluate_mix(sc, {}, 2, grid=["4a,4a,1"], progress=False, cache=tmp_path)
+    cached = {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    assert len(cached) == 1
+    both = evaluate.evaluate_mix(sc, {}, 2, progress=False, cache=tmp_path)
+    assert simulated[1:] == [["static:0.25a,0.25a,1"]]  # the grid's outcomes read back
+    assert {p: p.stat().st_mtime_ns for p in cached} == cached
+    assert len(list(tmp_path.iterdir())) == 2  # the extension in a file of its own
+    assert both.statics == [*before.statics, "static:0.25a,0.25a,1"]
+    for name in before.statics:
+        np.testing.assert_array_equal(both.runs[0][name].fct_s, before.runs[0][name].fct_s)
+    scores = evaluate.static_score(both.runs[0], both.statics)
+    assert both.single_best == min(scores, key=scores.get)
+    assert scores["static:0.25a,0.25a,1"] != scores["static:4a,4a,1"]
 
 
 def test_the_relative_difference_and_its_ci_find_a_known_effect():
@@ -197,7 +242,7 @@ def test_the_pure_greedy_form_of_a_shipped_agent_decides_as_its_act(kind: str):
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # ~135 s idle, mostly XLA compiles; 607 s under stress-ng
 def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path, ecntune_cli):
-    """The whole protocol at a laptop-test scale: a 3-setting grid instead of the 36."""
+    """The whole protocol at a laptop-test scale: a 3-setting grid instead of the 52."""
     grid = ["--grid", "1a,4a,0.2;2a,2a,1;4a,16a,1"]
     scenario = ["--scenario", "tiny", "--episode-s", "0.3", "--incast", "2", *grid]
     train = ["train", *scenario, "--episodes", "3", "--envs", "2",
