@@ -613,7 +613,7 @@ def evaluate_mix(
     static_names = [n for names in static_groups for n in names]
     groups = [({n: load_policy(n) for n in names}, repr(names)) for names in static_groups]
     groups += [({name: policy}, _identity(name, policy)) for name, policy in agents.items()]
-    statics = len(static_groups)
+    static_group_count = len(static_groups)
     bar = tqdm(total=len(scenarios) * (len(static_names) + len(agents)) * episodes,
                desc="evaluate", unit="episode", disable=not progress)  # fmt: skip
 
@@ -646,7 +646,7 @@ def evaluate_mix(
     for sc in scenarios:
         bar.set_description(f"evaluate {sc.label}")
         # the statics first, on their own: a long grid is cached before the agents start
-        runs.append(run(sc, groups[:statics]) | run(sc, groups[statics:]))
+        runs.append(run(sc, groups[:static_group_count]) | run(sc, groups[static_group_count:]))
     # the ablation: every agent frozen to the setting it held most often over the mix
     alpha = (
         [np.asarray(alpha_bytes(scenario_env(sc).link_bps())) for sc in scenarios] if agents else []
