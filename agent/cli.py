@@ -375,7 +375,12 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.grid:
-        title += f" (a reduced grid of {len(args.grid)} static settings, not the protocol's 52)"
+        from ecntune.agent.static import GRID, GRID_BELOW_ALPHA
+
+        protocol = len(GRID) + len(GRID_BELOW_ALPHA)
+        title += (
+            f" (a reduced grid of {len(args.grid)} static settings, not the protocol's {protocol})"
+        )
     print(report.write(result, args.out, title))
     plots = ", *.png" if agents else " (no agents: no plots)"
     print(f"written: {args.out}/report.md, comparisons.csv, policies.csv{plots}")

@@ -268,7 +268,8 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path, ecn
     code, stdout, stderr = ecntune_cli(*evaluate_cmd, "--out", str(tmp_path / "e"))
     assert code == 0, stderr[-2000:]
     assert "the protocol asks for >= 20" in stdout  # 2 episodes are said to be too few
-    assert "not the protocol's 36" in stdout  # and so is the reduced grid
+    protocol = len(GRID) + len(GRID_BELOW_ALPHA)  # 52
+    assert f"not the protocol's {protocol}" in stdout  # and so is the reduced grid
     out = tmp_path / "e"
     rows = list(csv.DictReader((out / "policies.csv").open()))
     assert {r["policy"] for r in rows} - statics - {"acc:acc"} <= {
