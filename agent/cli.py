@@ -88,7 +88,7 @@ def _grid_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--grid", type=_grid, default=None, metavar="K1,K2,P;...",
         help="static settings (';'-separated, e.g. '1a,4a,0.2;2a,2a,1') instead of the "
-        "protocol's 52-setting grid, for a quick look (the report says so)",
+        "protocol's grid (agent/static.py PROTOCOL_GRID), for a quick look (the report says so)",
     )  # fmt: skip
 
 
@@ -184,7 +184,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="judge agents against SECN0-2 and the best static setting in hindsight",
         description="Every policy on the same held-out episodes of a scenario mix (or one "
         "scenario): paired comparisons with bootstrap 95 % CIs against the single best static "
-        "setting of a 52-setting grid and each scenario's best (agent/evaluate.py).",
+        "setting of the static grid (agent/static.py PROTOCOL_GRID) and each scenario's best "
+        "(agent/evaluate.py).",
     )
     _scenario_args(e)
     e.add_argument(
@@ -375,11 +376,11 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.grid:
-        from ecntune.agent.static import GRID, GRID_BELOW_ALPHA
+        from ecntune.agent.static import PROTOCOL_GRID
 
-        protocol = len(GRID) + len(GRID_BELOW_ALPHA)
         title += (
-            f" (a reduced grid of {len(args.grid)} static settings, not the protocol's {protocol})"
+            f" (a reduced grid of {len(args.grid)} static settings, "
+            f"not the protocol's {len(PROTOCOL_GRID)})"
         )
     print(report.write(result, args.out, title))
     plots = ", *.png" if agents else " (no agents: no plots)"

@@ -4,7 +4,8 @@
 
 For every scenario of a mix (sim/scenario.py) and the same episodes (seeds HELD_OUT_SEED + i)
 every policy runs: the learned ones, SECN0/1/2 and the 52 settings of the static grid
-(agent/static.py: `GRID`, 36 from α to 32α, and `GRID_BELOW_ALPHA`, 16 below it). Episodes
+(agent/static.py `PROTOCOL_GRID`: `GRID`, 36 from α to 32α, and `GRID_BELOW_ALPHA`, 16
+below it). Episodes
 **drain**: after the arrival window the fabric runs on (no new flows) until every started
 flow has finished or `drain_factor` episodes more have passed; what is still unfinished is
 counted per policy. Then:

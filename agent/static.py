@@ -23,7 +23,8 @@ beat every setting of `GRID` (docs/results, "GraphCC on testbed24's held-out mix
 grid's best was not the strongest static an operator could pick. Steps at α/8, α/4, α/2,
 ramps from each of those to twice and four times it at pmax 0.2 and 1.0, and the
 template's zero level (mark as soon as a byte waits): 16 settings, from 1 byte to 2α. It is
-a separate group so that outcomes cached for `GRID` stay valid (agent/evaluate.py).
+a separate group so that outcomes cached for `GRID` stay valid (agent/evaluate.py);
+`PROTOCOL_GRID` is the two together, what the protocol runs beside SECN0-2.
 
 They are policies like any learned one (see agent/policy.py), so the controller and the
 simulator treat "static" and "learned" the same way.
@@ -72,6 +73,7 @@ GRID_BELOW_ALPHA = tuple(
     + [f"{2.0**-n:g}a,{2.0 ** (k - n):g}a,{p:g}"
        for n in (3, 2, 1) for k in (1, 2) for p in GRID_PMAX]
 )  # fmt: skip
+PROTOCOL_GRID = (*GRID, *GRID_BELOW_ALPHA)
 
 
 def parse_bytes(text: str) -> float:

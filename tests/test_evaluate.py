@@ -16,7 +16,7 @@ from ecntune.agent import evaluate
 from ecntune.agent.evaluate import Outcome, best_statics, compare, run_policies
 from ecntune.agent.policy import greedy_function, load_policy
 from ecntune.agent.rewards import Reward, RewardWeights
-from ecntune.agent.static import GRID, GRID_BELOW_ALPHA, StaticPolicy
+from ecntune.agent.static import GRID, GRID_BELOW_ALPHA, PROTOCOL_GRID, StaticPolicy
 from ecntune.sim.scenario import SimScenario
 from ecntune.telemetry import PortTelemetry
 from ecntune.traffic.fct import MICE_BYTES
@@ -268,8 +268,7 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path, ecn
     code, stdout, stderr = ecntune_cli(*evaluate_cmd, "--out", str(tmp_path / "e"))
     assert code == 0, stderr[-2000:]
     assert "the protocol asks for >= 20" in stdout  # 2 episodes are said to be too few
-    protocol = len(GRID) + len(GRID_BELOW_ALPHA)  # 52
-    assert f"not the protocol's {protocol}" in stdout  # and so is the reduced grid
+    assert f"not the protocol's {len(PROTOCOL_GRID)}" in stdout  # and so is the reduced grid
     out = tmp_path / "e"
     rows = list(csv.DictReader((out / "policies.csv").open()))
     assert {r["policy"] for r in rows} - statics - {"acc:acc"} <= {
