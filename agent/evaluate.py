@@ -5,10 +5,9 @@
 For every scenario of a mix (sim/scenario.py) and the same episodes (seeds HELD_OUT_SEED + i)
 every policy runs: the learned ones, SECN0/1/2 and the 52 settings of the static grid
 (agent/static.py `PROTOCOL_GRID`: `GRID`, 36 from α to 32α, and `GRID_BELOW_ALPHA`, 16
-below it). Episodes
-**drain**: after the arrival window the fabric runs on (no new flows) until every started
-flow has finished or `drain_factor` episodes more have passed; what is still unfinished is
-counted per policy. Then:
+below it). Episodes **drain**: after the arrival window the fabric runs on (no new flows)
+until every started flow has finished or `drain_factor` episodes more have passed; what is
+still unfinished is counted per policy. Then:
 
 - the **best static in hindsight** per scenario (lowest mice mean FCT slowdown among all
   static settings, on the flows every static completed) and the **single best static**
