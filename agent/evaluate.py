@@ -3,11 +3,12 @@
     ecntune eval --mix star8-heldout --checkpoint agent/checkpoints/acc-star8.msgpack
 
 For every scenario of a mix (sim/scenario.py) and the same episodes (seeds HELD_OUT_SEED + i)
-every policy runs: the learned ones, SECN0/1/2 and the 52 settings of the static grid
-(agent/static.py `PROTOCOL_GRID`: `GRID`, 36 from α to 32α, and `GRID_BELOW_ALPHA`, 16
-below it). Episodes **drain**: after the arrival window the fabric runs on (no new flows)
-until every started flow has finished or `drain_factor` episodes more have passed; what is
-still unfinished is counted per policy. Then:
+every policy runs: the learned ones, SECN0/1/2 and the 67 settings of the static grid
+(agent/static.py `PROTOCOL_GRID`: `GRID`, 36 from α to 32α, `GRID_BELOW_ALPHA`, 16 below
+it, and `GRID_LOW_PMAX`, `GRID`'s 15 ramps at pmax 0.1). Episodes **drain**: after the
+arrival window the fabric runs on (no new flows) until every started flow has finished or
+`drain_factor` episodes more have passed; what is still unfinished is counted per policy.
+Then:
 
 - the **best static in hindsight** per scenario (lowest mice mean FCT slowdown among all
   static settings, on the flows every static completed) and the **single best static**
@@ -27,7 +28,7 @@ Metrics come from traffic/fct.py (ideal FCT with header overhead, size buckets),
 code that summarises the emulation and the demo. Every policy runs as a pure JAX function
 (agent/policy.py `greedy_function`) under one jitted `vmap` over episodes (and over the
 static settings, and over checkpoints of one architecture such as a training run's
-seeds), so the grid costs one batched simulation, not 52 loops, and five seeds one.
+seeds), so the grid costs one batched simulation, not 67 loops, and five seeds one.
 """
 
 from __future__ import annotations
@@ -590,8 +591,8 @@ def evaluate_mix(
     progress: bool = True,
     cache: Path | None = None,
 ) -> MixResult:
-    """The whole protocol: every agent, SECN0-2 and the grid (`GRID` and
-    `GRID_BELOW_ALPHA`, or the settings of `grid` alone) on every scenario's episodes.
+    """The whole protocol: every agent, SECN0-2 and the grid (`GRID`, `GRID_BELOW_ALPHA`
+    and `GRID_LOW_PMAX`, or the settings of `grid` alone) on every scenario's episodes.
 
     With `cache`, each scenario's outcomes are kept there, the statics' together and each
     agent's apart (named by a hash of the scenario, episodes, seed, drain, the policies (an
@@ -602,14 +603,14 @@ def evaluate_mix(
 
     from ecntune.agent.actions import alpha_bytes
     from ecntune.agent.policy import load_policy
-    from ecntune.agent.static import GRID, GRID_BELOW_ALPHA
+    from ecntune.agent.static import GRID, GRID_BELOW_ALPHA, GRID_LOW_PMAX
 
     # the statics in groups cached apart: SECN0-2 with the grid (or the settings asked
-    # for), then the grid's extension below α, so that outcomes cached before it existed
-    # still serve
+    # for), then each of the grid's extensions, so that outcomes cached before an
+    # extension existed still serve
     static_groups = [[f"static:{p}" for p in (*BASELINE_PRESETS, *(grid or GRID))]]
     if grid is None:
-        static_groups.append([f"static:{p}" for p in GRID_BELOW_ALPHA])
+        static_groups += [[f"static:{p}" for p in g] for g in (GRID_BELOW_ALPHA, GRID_LOW_PMAX)]
     static_names = [n for names in static_groups for n in names]
     groups = [({n: load_policy(n) for n in names}, repr(names)) for names in static_groups]
     groups += [({name: policy}, _identity(name, policy)) for name, policy in agents.items()]

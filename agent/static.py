@@ -23,8 +23,17 @@ beat every setting of `GRID` (docs/results, "GraphCC on testbed24's held-out mix
 grid's best was not the strongest static an operator could pick. Steps at α/8, α/4, α/2,
 ramps from each of those to twice and four times it at pmax 0.2 and 1.0, and the
 template's zero level (mark as soon as a byte waits): 16 settings, from 1 byte to 2α. It is
-a separate group so that outcomes cached for `GRID` stay valid (agent/evaluate.py);
-`PROTOCOL_GRID` is the two together, what the protocol runs beside SECN0-2.
+a separate group so that outcomes cached for `GRID` stay valid (agent/evaluate.py).
+
+`GRID_LOW_PMAX` adds `GRID`'s 15 ramps at pmax 0.1 (added 2026-11-27, before it ran as a
+grid on any episode): the pmax of ACC's and PET's action template (`--pmax 0.1,1.0`) that
+`GRID` lacks. On GraphCC's unseen cases ACC's frozen settings `1a,8a,0.1`, `1a,16a,0.1`
+(WebSearch 60 % + 16:1) and `16a,32a,0.1` (one uplink down) delivered at least every
+preset's goodput at lower mice slowdowns than SECN1 and SECN2 (docs/results): gentle ramps
+are where the statics' frontier is at high goodput, and a grid without them flatters an
+agent there.
+
+`PROTOCOL_GRID` is the three together, what the protocol runs beside SECN0-2.
 
 They are policies like any learned one (see agent/policy.py), so the controller and the
 simulator treat "static" and "learned" the same way.
@@ -73,7 +82,10 @@ GRID_BELOW_ALPHA = tuple(
     + [f"{2.0**-n:g}a,{2.0 ** (k - n):g}a,{p:g}"
        for n in (3, 2, 1) for k in (1, 2) for p in GRID_PMAX]
 )  # fmt: skip
-PROTOCOL_GRID = (*GRID, *GRID_BELOW_ALPHA)
+GRID_LOW_PMAX = tuple(
+    f"{2**n}a,{2**m}a,0.1" for n in range(GRID_LEVELS) for m in range(n + 1, GRID_LEVELS)
+)
+PROTOCOL_GRID = (*GRID, *GRID_BELOW_ALPHA, *GRID_LOW_PMAX)
 
 
 def parse_bytes(text: str) -> float:

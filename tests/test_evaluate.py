@@ -13,10 +13,18 @@ import numpy as np
 import pytest
 
 from ecntune.agent import evaluate
+from ecntune.agent.actions import ACC_PMAX
 from ecntune.agent.evaluate import Outcome, best_statics, compare, run_policies
 from ecntune.agent.policy import greedy_function, load_policy
 from ecntune.agent.rewards import Reward, RewardWeights
-from ecntune.agent.static import GRID, GRID_BELOW_ALPHA, PROTOCOL_GRID, StaticPolicy
+from ecntune.agent.static import (
+    GRID,
+    GRID_BELOW_ALPHA,
+    GRID_LOW_PMAX,
+    GRID_PMAX,
+    PROTOCOL_GRID,
+    StaticPolicy,
+)
 from ecntune.sim.scenario import SimScenario
 from ecntune.telemetry import PortTelemetry
 from ecntune.traffic.fct import MICE_BYTES
@@ -67,13 +75,28 @@ def test_the_grid_below_alpha_reaches_down_to_marking_at_the_first_byte():
     assert kmins == {0.0, 2_500.0, 5_000.0, 10_000.0}
 
 
-def test_the_grid_below_alpha_is_judged_beside_the_grid_and_cached_apart(tmp_path, monkeypatch):
-    """Outcomes cached for the grid before its extension existed serve unchanged; the
-    extension runs on the same episodes and can be the best static."""
+def test_the_grid_at_low_pmax_is_the_grids_ramps_at_the_agents_template_pmax():
+    ramps = [g for g in GRID if g.split(",")[0] != g.split(",")[1]]
+    assert len(GRID_LOW_PMAX) == len(ramps) // len(GRID_PMAX) == 15
+    assert {g.rsplit(",", 1)[0] for g in GRID_LOW_PMAX} == {g.rsplit(",", 1)[0] for g in ramps}
+    assert any(p == pytest.approx(0.1) for p in ACC_PMAX)  # the agents' template has it
+    assert 0.1 not in GRID_PMAX  # the grid's ramps do not
+    for name in GRID_LOW_PMAX:
+        kmin, kmax, pmax = (float(np.asarray(x)[0]) for x in StaticPolicy(name).act(_history(25e9)))
+        assert 20_000 <= kmin < kmax <= 640_000, name
+        assert pmax == pytest.approx(0.1), name
+    assert len(set(PROTOCOL_GRID)) == len(PROTOCOL_GRID) == 36 + 16 + 15
+
+
+def test_the_grids_extensions_are_judged_beside_the_grid_and_cached_apart(tmp_path, monkeypatch):
+    """Outcomes cached for the grid before its extensions existed serve unchanged; the
+    extensions run on the same episodes, each cached in its own file, and can be the best
+    static."""
     from ecntune.agent import static
 
     monkeypatch.setattr(static, "GRID", ("4a,4a,1",))
     monkeypatch.setattr(static, "GRID_BELOW_ALPHA", ("0.25a,0.25a,1",))
+    monkeypatch.setattr(static, "GRID_LOW_PMAX", ("1a,4a,0.1",))
     simulated: list[list[str]] = []
     run = evaluate.run_policies
     monkeypatch.setattr(evaluate, "run_policies", lambda sc, pols, *a: (
@@ -83,10 +106,11 @@ def test_the_grid_below_alpha_is_judged_beside_the_grid_and_cached_apart(tmp_pat
     cached = {p: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
     assert len(cached) == 1
     both = evaluate.evaluate_mix(sc, {}, 2, progress=False, cache=tmp_path)
-    assert simulated[1:] == [["static:0.25a,0.25a,1"]]  # the grid's outcomes read back
+    extensions = ["static:0.25a,0.25a,1", "static:1a,4a,0.1"]
+    assert simulated[1:] == [extensions]  # the grid's outcomes read back
     assert {p: p.stat().st_mtime_ns for p in cached} == cached
-    assert len(list(tmp_path.iterdir())) == 2  # the extension in a file of its own
-    assert both.statics == [*before.statics, "static:0.25a,0.25a,1"]
+    assert len(list(tmp_path.iterdir())) == 3  # each extension in a file of its own
+    assert both.statics == [*before.statics, *extensions]
     for name in before.statics:
         np.testing.assert_array_equal(both.runs[0][name].fct_s, before.runs[0][name].fct_s)
     scores = evaluate.static_score(both.runs[0], both.statics)
