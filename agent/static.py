@@ -28,10 +28,10 @@ a separate group so that outcomes cached for `GRID` stay valid (agent/evaluate.p
 `GRID_LOW_PMAX` adds `GRID`'s 15 ramps at pmax 0.1 (added 2026-11-27, before it ran as a
 grid on any episode): the pmax of ACC's and PET's action template (`--pmax 0.1,1.0`) that
 `GRID` lacks. On GraphCC's unseen cases ACC's frozen settings `1a,8a,0.1`, `1a,16a,0.1`
-(WebSearch 60 % + 16:1) and `16a,32a,0.1` (one uplink down) delivered at least every
-preset's goodput at lower mice slowdowns than SECN1 and SECN2 (docs/results): gentle ramps
-are where the statics' frontier is at high goodput, and a grid without them flatters an
-agent there.
+(WebSearch 60 % + 16:1) and `16a,32a,0.1` (one uplink down) delivered every preset's
+goodput (within 0.01 %) at lower mice slowdowns than SECN1 and SECN2 (docs/results):
+gentle ramps are where the statics' frontier is at high goodput, and a grid without them
+flatters an agent there.
 
 `PROTOCOL_GRID` is the three together, what the protocol runs beside SECN0-2.
 
