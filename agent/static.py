@@ -71,20 +71,22 @@ def secn0(link_bps: Array, rtt_s: float = 100e-6) -> EcnThresholds:
 PRESETS = {"secn0": secn0, "secn1": secn1, "secn2": secn2}
 GRID_LEVELS = 6
 GRID_PMAX = (0.2, 1.0)
-GRID = tuple(
-    [f"{2**n}a,{2**m}a,{p:g}" for n in range(GRID_LEVELS) for m in range(n + 1, GRID_LEVELS)
-     for p in GRID_PMAX]
-    + [f"{2**n}a,{2**n}a,1" for n in range(GRID_LEVELS)]
-)  # fmt: skip
+
+
+def _ramps(pmaxes: tuple[float, ...]) -> list[str]:
+    """Every ramp kmin < kmax over the grid's power-of-two levels, each pmax in turn."""
+    return [f"{2**n}a,{2**m}a,{p:g}" for n in range(GRID_LEVELS)
+            for m in range(n + 1, GRID_LEVELS) for p in pmaxes]  # fmt: skip
+
+
+GRID = tuple(_ramps(GRID_PMAX) + [f"{2**n}a,{2**n}a,1" for n in range(GRID_LEVELS)])
 GRID_BELOW_ALPHA = tuple(
     ["0a,0a,1"]
     + [f"{2.0**-n:g}a,{2.0**-n:g}a,1" for n in (3, 2, 1)]
     + [f"{2.0**-n:g}a,{2.0 ** (k - n):g}a,{p:g}"
        for n in (3, 2, 1) for k in (1, 2) for p in GRID_PMAX]
 )  # fmt: skip
-GRID_LOW_PMAX = tuple(
-    f"{2**n}a,{2**m}a,0.1" for n in range(GRID_LEVELS) for m in range(n + 1, GRID_LEVELS)
-)
+GRID_LOW_PMAX = tuple(_ramps((0.1,)))
 PROTOCOL_GRID = (*GRID, *GRID_BELOW_ALPHA, *GRID_LOW_PMAX)
 
 
