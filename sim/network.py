@@ -278,36 +278,36 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     ect = f.ect[:, None]  # non-ECT packets are never marked (the P4 program's rule)
     markable = jnp.where(ect, dep - dep_marked_before, 0.0)  # ECT bytes not yet marked
     elephant = jnp.where((s.sent + inject)[:, None] > ELEPHANT_BYTES, dep, 0.0)
-    # one scatter for everything that leaves: a link marks p_mark of its markable bytes
-    served, markable_at, elephant_at = queue_of(dep, markable, elephant).T
+    # departures move one hop on (arriving at the next hop's link), or are delivered at the
+    # last hop
+    hop_idx = jnp.arange(f.path.shape[1])[None, :]
+    at_last = hop_idx == f.last_hop[:, None]
+    arrive = jnp.pad(jnp.where(at_last, 0.0, dep), ((0, 0), (1, 0)))[:, :-1]
+    # one scatter for everything that leaves and arrives: a link marks p_mark of its
+    # markable bytes
+    served, markable_at, elephant_at, arrivals = queue_of(dep, markable, elephant, arrive).T
     q_left = jnp.maximum(q - served, 0.0)
     kmin, kmax, pmax = thresholds[:, 0], thresholds[:, 1], thresholds[:, 2]
     p_mark = red_probability(q_left, kmin, kmax, pmax)
-    new_marks = markable * p_mark[link]
-    dep_marked = dep_marked_before + new_marks
-    backlog = backlog - dep
-    backlog_marked = s.backlog_marked - dep_marked_before
 
-    # 3. departures move one hop on, or are delivered at the last hop
-    hop_idx = jnp.arange(f.path.shape[1])[None, :]
-    at_last = hop_idx == f.last_hop[:, None]
-    moving = jnp.where(at_last, 0.0, dep)
-    moving_marked = jnp.where(at_last, 0.0, dep_marked)
-    arrive = jnp.pad(moving, ((0, 0), (1, 0)))[:, :-1]
-    arrive_marked = jnp.pad(moving_marked, ((0, 0), (1, 0)))[:, :-1]
-    delivered = jnp.sum(jnp.where(at_last, dep, 0.0), axis=1)
-    delivered_marked = jnp.sum(jnp.where(at_last, dep_marked, 0.0), axis=1)
-
-    # 4. tail drop what does not fit behind the queue's buffer; the sender re-sends it
+    # 3. tail drop what does not fit behind the queue's buffer; the sender re-sends it
     #    (injected bytes were already queued at the NIC in step 1)
-    arrivals = queue_of(arrive)
     q_after = q_left + arrivals
     overflow = jnp.maximum(0.0, q_after - params.buffer)
     drop_frac = jnp.where(
         arrivals > 0, jnp.minimum(1.0, overflow / jnp.maximum(arrivals, 1e-9)), 0.0
     )
-    dropped = arrive * drop_frac[link]
-    keep = 1.0 - drop_frac[link]
+    p_mark_at, drop_frac_at = jnp.stack([p_mark, drop_frac], axis=-1)[link].transpose(2, 0, 1)
+
+    # 4. served bytes leave marked, move one hop on or are delivered
+    dep_marked = dep_marked_before + markable * p_mark_at
+    backlog = backlog - dep
+    backlog_marked = s.backlog_marked - dep_marked_before
+    arrive_marked = jnp.pad(jnp.where(at_last, 0.0, dep_marked), ((0, 0), (1, 0)))[:, :-1]
+    delivered = jnp.sum(jnp.where(at_last, dep, 0.0), axis=1)
+    delivered_marked = jnp.sum(jnp.where(at_last, dep_marked, 0.0), axis=1)
+    dropped = arrive * drop_frac_at
+    keep = 1.0 - drop_frac_at
     backlog = backlog + arrive * keep
     backlog_marked = backlog_marked + arrive_marked * keep
     lost = jnp.sum(dropped, axis=1)
