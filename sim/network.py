@@ -35,9 +35,9 @@ Per step, the work that is not per step is left out of it: admission runs only i
 where a flow is due (the same batching rule), each slot holds its flow's constants
 (`SlotFlow`, copied at admission, not gathered by flow id each step), departures, their
 markable and elephant bytes and their arrivals at the next hop are summed onto links in one
-scatter and the marking and drop fractions read back in one gather (1.1-1.4x over a
-scatter and a gather each), and the senders counter (an OR over the interval) takes in
-what each slot saw once per run, not per step.
+scatter and the marking and drop fractions read back in one gather (1.1-1.4x per step
+over a scatter and a gather each; sim/README.md), and the senders counter (an OR over the
+interval) takes in what each slot saw once per run, not per step.
 The slots left out are free and would only add exact zeros; moving flows between slots
 changes only the order of float additions onto a link. Measured on testbed24 and star8
 (sim/README.md): every FCT identical to the last bit on most episodes, a few tipped over
