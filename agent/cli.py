@@ -212,6 +212,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "started flow finished (unfinished ones are counted per policy)",
     )  # fmt: skip
     _grid_args(e)
+    e.add_argument(
+        "--extend-grid", action="append", default=None, metavar="NAME",
+        help="with --grid, also run this extension of the protocol's grid (agent/static.py "
+        "GRID_EXTENSIONS: below-alpha, low-pmax), cached apart so the grid's outcomes serve "
+        "(repeatable; without --grid both always run)",
+    )  # fmt: skip
     e.add_argument("--out", type=Path, default=Path("results/eval"))
     e.set_defaults(func=run_eval)
     d = sub.add_parser(
@@ -341,9 +347,13 @@ def _positions(text: str) -> list[int]:
 
 def run_eval(args: argparse.Namespace) -> int:
     from ecntune.agent import report
-    from ecntune.agent.evaluate import evaluate_mix
+    from ecntune.agent.evaluate import BASELINE_PRESETS, evaluate_mix
     from ecntune.agent.policy import load_policy
 
+    if args.extend_grid and not args.grid:
+        print("error: --extend-grid extends a --grid (the protocol's grid has them all)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     agents = {}
     try:
         for name, ck in _checkpoints(args.checkpoint).items():
@@ -370,7 +380,7 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         result = evaluate_mix(
             scenarios, agents, args.episodes, args.seed, args.drain, args.grid,
-            cache=args.out / "runs",
+            cache=args.out / "runs", extensions=args.extend_grid,
         )  # fmt: skip
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -378,8 +388,10 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.grid:
         from ecntune.agent.static import PROTOCOL_GRID
 
+        n_grid = len(result.statics) - len(BASELINE_PRESETS)
+        extended = f": --grid's and {', '.join(args.extend_grid)}" if args.extend_grid else ""
         title += (
-            f" (a reduced grid of {len(args.grid)} static settings, "
+            f" (a reduced grid of {n_grid} static settings{extended}, "
             f"not the protocol's {len(PROTOCOL_GRID)})"
         )
     print(report.write(result, args.out, title))

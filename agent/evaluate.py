@@ -590,9 +590,11 @@ def evaluate_mix(
     grid: Sequence[str] | None = None,
     progress: bool = True,
     cache: Path | None = None,
+    extensions: Sequence[str] | None = None,
 ) -> MixResult:
     """The whole protocol: every agent, SECN0-2 and the grid (`GRID`, `GRID_BELOW_ALPHA`
-    and `GRID_LOW_PMAX`, or the settings of `grid` alone) on every scenario's episodes.
+    and `GRID_LOW_PMAX`, or the settings of `grid` with the `extensions` named, by their
+    `GRID_EXTENSIONS` names) on every scenario's episodes.
 
     With `cache`, each scenario's outcomes are kept there, the statics' together and each
     agent's apart (named by a hash of the scenario, episodes, seed, drain, the policies (an
@@ -601,16 +603,22 @@ def evaluate_mix(
     and nothing a different simulator computed is mixed in."""
     from tqdm import tqdm
 
+    from ecntune.agent import static
     from ecntune.agent.actions import alpha_bytes
     from ecntune.agent.policy import load_policy
-    from ecntune.agent.static import GRID, GRID_BELOW_ALPHA, GRID_LOW_PMAX
 
+    if extensions is None:
+        extensions = () if grid else tuple(static.GRID_EXTENSIONS)
+    if unknown := set(extensions) - set(static.GRID_EXTENSIONS):
+        raise ValueError(f"no grid extension {sorted(unknown)}: {list(static.GRID_EXTENSIONS)}")
     # the statics in groups cached apart: SECN0-2 with the grid (or the settings asked
     # for), then each of the grid's extensions, so that outcomes cached before an
-    # extension existed still serve
-    static_groups = [[f"static:{p}" for p in (*BASELINE_PRESETS, *(grid or GRID))]]
-    if grid is None:
-        static_groups += [[f"static:{p}" for p in g] for g in (GRID_BELOW_ALPHA, GRID_LOW_PMAX)]
+    # extension existed, or with a reduced grid, still serve
+    static_groups = [[f"static:{p}" for p in (*BASELINE_PRESETS, *(grid or static.GRID))]]
+    for extension in extensions:  # a setting already named is not run twice
+        named = {n for names in static_groups for n in names}
+        names = [f"static:{p}" for p in static.GRID_EXTENSIONS[extension]]
+        static_groups.append([n for n in names if n not in named])
     static_names = [n for names in static_groups for n in names]
     groups = [({n: load_policy(n) for n in names}, repr(names)) for names in static_groups]
     groups += [({name: policy}, _identity(name, policy)) for name, policy in agents.items()]

@@ -87,6 +87,8 @@ GRID_BELOW_ALPHA = tuple(
        for n in (3, 2, 1) for k in (1, 2) for p in GRID_PMAX]
 )  # fmt: skip
 GRID_LOW_PMAX = tuple(_ramps((0.1,)))
+# the extensions by the name `ecntune eval --extend-grid` gives them
+GRID_EXTENSIONS = {"below-alpha": GRID_BELOW_ALPHA, "low-pmax": GRID_LOW_PMAX}
 PROTOCOL_GRID = (*GRID, *GRID_BELOW_ALPHA, *GRID_LOW_PMAX)
 
 

@@ -95,8 +95,8 @@ def test_the_grids_extensions_are_judged_beside_the_grid_and_cached_apart(tmp_pa
     from ecntune.agent import static
 
     monkeypatch.setattr(static, "GRID", ("4a,4a,1",))
-    monkeypatch.setattr(static, "GRID_BELOW_ALPHA", ("0.25a,0.25a,1",))
-    monkeypatch.setattr(static, "GRID_LOW_PMAX", ("1a,4a,0.1",))
+    extensions = {"below-alpha": ("0.25a,0.25a,1",), "low-pmax": ("1a,4a,0.1",)}
+    monkeypatch.setattr(static, "GRID_EXTENSIONS", extensions)
     simulated: list[list[str]] = []
     run = evaluate.run_policies
     monkeypatch.setattr(evaluate, "run_policies", lambda sc, pols, *a: (
@@ -327,6 +327,39 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path, ecn
     code, _, stderr = ecntune_cli("eval", *scenario[:2], "--grid", "2a,1a,0.1")
     assert code == 2
     assert "kmin <= kmax" in stderr
+
+
+def test_a_reduced_grid_takes_an_extension_and_keeps_its_cached_outcomes(
+    tmp_path, monkeypatch, capsys
+):
+    """`eval --grid ... --extend-grid low-pmax`: a judgement run with a reduced grid gains an
+    extension later without simulating the grid again, a setting in both runs once, and
+    the report's title says what ran; unknown names and an extension without a grid are
+    refused."""
+    from ecntune import cli
+    from ecntune.agent import static
+
+    monkeypatch.setitem(static.GRID_EXTENSIONS, "low-pmax", ("1a,4a,0.1", "1a,1a,1"))
+    out = tmp_path / "e"
+    args = ["eval", "--scenario", "tiny", "--episode-s", "0.1", "--episodes", "1",
+            "--grid", "1a,1a,1", "--out", str(out)]  # fmt: skip
+    assert cli.main(args) == 0
+    cached = {p: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    assert len(cached) == 1
+    assert cli.main([*args, "--extend-grid", "low-pmax"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in cached} == cached  # the grid's read back
+    assert len(list((out / "runs").iterdir())) == 2  # the extension in a file of its own
+    policies = [r["policy"] for r in csv.DictReader((out / "policies.csv").open())]
+    assert policies.count("static:1a,1a,1") == 1
+    assert "static:1a,4a,0.1" in policies
+    title = (out / "report.md").read_text().splitlines()[0]
+    assert "a reduced grid of 2 static settings: --grid's and low-pmax" in title
+    capsys.readouterr()
+    assert cli.main([*args, "--extend-grid", "no-such"]) == 2
+    assert "no grid extension ['no-such']" in capsys.readouterr().err
+    without_grid = [a for a in args if a not in ("--grid", "1a,1a,1")]
+    assert cli.main([*without_grid, "--extend-grid", "low-pmax"]) == 2
+    assert "--extend-grid extends a --grid" in capsys.readouterr().err
 
 
 def test_parts_of_a_mix_run_apart_merge_into_one_evaluation(tmp_path, monkeypatch, capsys):
