@@ -618,7 +618,8 @@ def evaluate_mix(
     for extension in extensions:  # a setting already named is not run twice
         named = {n for names in static_groups for n in names}
         names = [f"static:{p}" for p in static.GRID_EXTENSIONS[extension]]
-        static_groups.append([n for n in names if n not in named])
+        if left := [n for n in names if n not in named]:
+            static_groups.append(left)
     static_names = [n for names in static_groups for n in names]
     groups = [({n: load_policy(n) for n in names}, repr(names)) for names in static_groups]
     groups += [({name: policy}, _identity(name, policy)) for name, policy in agents.items()]

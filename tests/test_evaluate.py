@@ -354,6 +354,8 @@ def test_a_reduced_grid_takes_an_extension_and_keeps_its_cached_outcomes(
     assert "static:1a,4a,0.1" in policies
     title = (out / "report.md").read_text().splitlines()[0]
     assert "a reduced grid of 2 static settings: --grid's and low-pmax" in title
+    covered = [a if a != "1a,1a,1" else "1a,1a,1;1a,4a,0.1" for a in args]
+    assert cli.main([*covered, "--extend-grid", "low-pmax"]) == 0  # nothing left to extend
     capsys.readouterr()
     assert cli.main([*args, "--extend-grid", "no-such"]) == 2
     assert "no grid extension ['no-such']" in capsys.readouterr().err
