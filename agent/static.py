@@ -89,7 +89,8 @@ GRID_BELOW_ALPHA = tuple(
 GRID_LOW_PMAX = tuple(_ramps((0.1,)))
 # the extensions by the name `ecntune eval --extend-grid` gives them
 GRID_EXTENSIONS = {"below-alpha": GRID_BELOW_ALPHA, "low-pmax": GRID_LOW_PMAX}
-PROTOCOL_GRID = (*GRID, *GRID_BELOW_ALPHA, *GRID_LOW_PMAX)
+# derived, so an extension added above is in the protocol grid too
+PROTOCOL_GRID = (*GRID, *(s for group in GRID_EXTENSIONS.values() for s in group))
 
 
 def parse_bytes(text: str) -> float:
