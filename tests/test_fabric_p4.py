@@ -132,14 +132,19 @@ def congest_with_static_setting(switch: str, ecn: bool, outdir: Path) -> Phase:
 @pytest.mark.slow
 def test_marks_only_above_kmin_and_the_queue_stays_near_the_thresholds(switch, tmp_path):
     phase = congest_with_static_setting(switch, True, tmp_path / "ecn")
-    check = check_marking(phase, SETTING.kmin_bytes, SETTING.kmax_bytes)
+    buffer_bytes = QUEUE_PKTS * MTU
+    check = check_marking(phase, SETTING.kmin_bytes, SETTING.kmax_bytes, buffer_bytes=buffer_bytes)
     assert check.marked > 0
     # A probe's delay measures the queue ahead of it on arrival; the P4 program marks on the
-    # bytes behind it when it leaves (and its byte estimate is inflated by tail drops until
-    # the queue next runs empty). A burst that arrives while a probe waits can therefore
+    # bytes behind it when it leaves. A burst that arrives while a probe waits can therefore
     # get a probe marked that saw less than kmin ahead: 1 of 24 marks in one CI run out of
     # many with none. Allowed in 1% of the probes and a tenth of the marks; a program that
-    # ignored kmin would mark the many probes that see short queues.
+    # ignored kmin would mark the many probes that see short queues. The program's byte
+    # estimate is also inflated by tail drops until the queue next runs empty (by design,
+    # ecn.p4 `leave_queue`): under stress-ng beside a 2-core job the probe sender, stalled,
+    # once sent 60 probes at once, the queue reached the buffer, and the 12 probes marked
+    # below kmin in the next 2 s all came before the queue ran empty. Those are counted
+    # apart (check_marking with the buffer): none in a run that never fills the buffer.
     assert check.marked_below_kmin <= min(0.01 * check.probes, 0.1 * check.marked)
     # A probe delayed outside the switch (sender qdisc, a descheduled switch process on a
     # busy CPU) looks like a deep queue it never joined. The switch's own telemetry tells

@@ -79,6 +79,23 @@ def test_marking_check_counts_marks_against_the_red_rule():
         check_marking(Phase("p", Path("."), meta(), [], []), kmin, kmax)
 
 
+def test_marks_below_kmin_after_a_full_buffer_count_apart_until_the_queue_runs_empty():
+    kmin, kmax, buffer = 15_000, 30_000, 100 * 1500
+    # tail drops at 1 s inflate the switch's byte estimate: the mark at 2 s (5 packets ahead)
+    # is the estimate's, until a probe finds the queue empty (3 s); the mark at 4 s counts
+    probes = [probe(0, 0, 2), probe(1, 100, 3), probe(2, 5, 3), probe(3, 0, 2), probe(4, 5, 3)]
+    phase = Phase("p", Path("."), meta(), [], [], probes=probes)
+    check = check_marking(phase, kmin, kmax, buffer_bytes=buffer)
+    assert (check.marked_below_kmin, check.marked_below_kmin_after_tail_drop) == (1, 1)
+    # a queue short of the buffer (by more than the slack) drops nothing: both marks count
+    short = [probe(1, 90, 3) if p.seq == 1 else p for p in probes]
+    check = check_marking(Phase("p", Path("."), meta(), [], [], probes=short), kmin, kmax,
+                          buffer_bytes=buffer)  # fmt: skip
+    assert (check.marked_below_kmin, check.marked_below_kmin_after_tail_drop) == (2, 0)
+    # without the buffer given, nothing is set apart
+    assert check_marking(phase, kmin, kmax).marked_below_kmin == 2
+
+
 def test_a_probe_delayed_outside_the_switch_is_told_apart_by_the_switchs_telemetry():
     kmin, kmax = 15_000, 30_000
     # two probes each say "40 packets ahead of me, and no mark": at t=1 s the port itself

@@ -61,6 +61,8 @@ from ecntune.traffic.records import (
 from ecntune.traffic.spec import TrafficSpec
 
 TELEMETRY_KEYS = frozenset({"t", "switch", "port", *PortTelemetry._fields})
+# a probe delayed by less than half a full (1500-byte) frame found the queue empty
+EMPTY_QUEUE_BYTES = 750
 
 
 def telemetry_row(t: float, switch: str, port: int, tel: PortTelemetry) -> dict[str, Any]:
@@ -233,6 +235,9 @@ class MarkingCheck:
     # could only have been delayed outside): what the outside delays' rate applies to
     probes_switch_at_kmax: int = 0
     switch_queue_max_bytes: float = math.nan  # the receiver port's telemetry, when logged
+    # CE below kmin between a probe that saw the buffer full and the next that saw the
+    # queue empty: not counted in marked_below_kmin (see check_marking). 0 without a buffer.
+    marked_below_kmin_after_tail_drop: int = 0
 
     @property
     def outside_delay_rate(self) -> float:
@@ -243,16 +248,31 @@ class MarkingCheck:
 
 
 def check_marking(
-    phase: Phase, kmin_bytes: float, kmax_bytes: float, slack_bytes: float = 3000
+    phase: Phase,
+    kmin_bytes: float,
+    kmax_bytes: float,
+    slack_bytes: float = 3000,
+    buffer_bytes: float | None = None,
 ) -> MarkingCheck:
     """Compare probe marks with RED's rule; `slack_bytes` absorbs the estimate's error
     (about one packet of delay either way, and enqueue- vs dequeue-time depth). Where the
     controller logged the receiver port's telemetry, a probe only counts as having seen a
-    queue above kmax if the switch itself held more than kmax + slack around then."""
+    queue above kmax if the switch itself held more than kmax + slack around then.
+
+    With `buffer_bytes` (the port's buffer limit), a probe that saw the buffer full (within
+    the slack) means tail drops, which inflate ecn.p4's byte estimate until the queue next
+    runs empty (p4src/ecn.p4 `leave_queue`, BMv2 alike): marks below kmin from then until a
+    probe sees the queue empty are counted apart, not as violations."""
     probe = probe_queue(phase)
     if not probe:
         raise ValueError(f"{phase.name} has no probes to check marking with")
     q, ce = probe["queue"], probe["ce"]
+    below_kmin = ce & (q < kmin_bytes - slack_bytes)
+    inflated = (
+        after_tail_drop(probe["t"], q, buffer_bytes - slack_bytes)
+        if buffer_bytes is not None
+        else np.zeros_like(ce)
+    )
     above = ~ce & (q > kmax_bytes + slack_bytes)
     held = receiver_queue_max(phase, probe["t"])
     # the switch itself must have held more than kmax by the same slack: a probe cannot have
@@ -263,13 +283,29 @@ def check_marking(
     return MarkingCheck(
         probes=int(q.size),
         marked=int(ce.sum()),
-        marked_below_kmin=int((ce & (q < kmin_bytes - slack_bytes)).sum()),
+        marked_below_kmin=int((below_kmin & ~inflated).sum()),
         unmarked_above_kmax=int((above & ~outside).sum()),
         queue_max_bytes=float(q.max()),
         delayed_outside_switch=int(outside.sum()),
         probes_switch_at_kmax=int(at_kmax.sum()),
         switch_queue_max_bytes=float(held.max()) if held is not None else math.nan,
+        marked_below_kmin_after_tail_drop=int((below_kmin & inflated).sum()),
     )
+
+
+def after_tail_drop(t: np.ndarray, queue: np.ndarray, full_bytes: float) -> np.ndarray:
+    """Which probes were sent between one that saw a queue of `full_bytes` or more and the
+    next one (in send order) that saw it empty: less than half a frame ahead
+    (EMPTY_QUEUE_BYTES), so the packet before it left nothing behind."""
+    inflated = np.zeros(queue.size, dtype=bool)
+    dropping = False
+    for i in np.argsort(t, kind="stable"):
+        if queue[i] >= full_bytes:
+            dropping = True
+        elif queue[i] < EMPTY_QUEUE_BYTES:
+            dropping = False
+        inflated[i] = dropping
+    return inflated
 
 
 def receiver_queue_max(phase: Phase, t: np.ndarray) -> np.ndarray | None:
