@@ -20,9 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ecntune.telemetry import Array, EcnThresholds
+from ecntune.topology import MTU_BYTES
 
 KB = 1000
-MTU_BYTES = 1500
 ALPHA_AT_25G_BYTES = 20 * KB
 ACC_PMAX = (0.01, *(j * 0.05 for j in range(1, 21)))
 

@@ -41,7 +41,7 @@ from ecntune.controller.safety import Guard
 from ecntune.p4src import encoding as enc
 from ecntune.sim.fabric import build
 from ecntune.telemetry import PortTelemetry
-from ecntune.topology import preset
+from ecntune.topology import MTU_BYTES, preset
 
 PORTS = 32
 REPEATS = 1000
@@ -55,9 +55,9 @@ def history(rng: np.random.Generator, ports: int = PORTS) -> PortTelemetry:
     f = np.ones((3, ports))
     tx = rng.uniform(0, 1.25e6, (3, ports))
     return PortTelemetry(
-        interval_s=INTERVAL_S * f, link_bps=LINK_BPS * f, tx_bytes=tx, tx_pkts=tx / 1500,
-        marked_bytes=0.1 * tx, marked_pkts=0.1 * tx / 1500,
-        qdepth_sum_bytes=rng.uniform(0, 5e5, (3, ports)), qdepth_samples=tx / 1500 + 1,
+        interval_s=INTERVAL_S * f, link_bps=LINK_BPS * f, tx_bytes=tx, tx_pkts=tx / MTU_BYTES,
+        marked_bytes=0.1 * tx, marked_pkts=0.1 * tx / MTU_BYTES,
+        qdepth_sum_bytes=rng.uniform(0, 5e5, (3, ports)), qdepth_samples=tx / MTU_BYTES + 1,
         qdepth_max_bytes=rng.uniform(0, 1e5, (3, ports)), kmin_bytes=5000 * f,
         kmax_bytes=2e5 * f, pmax=0.01 * f, senders=rng.uniform(1, 16, (3, ports)),
         elephant_bytes=0.5 * tx,
@@ -133,10 +133,10 @@ def digest(port: int, regs: enc.EcnRegisters | None, rng: np.random.Generator) -
     tx = int(rng.uniform(1e5, LINK_BPS / 8 * INTERVAL_S))
     d = dict.fromkeys(enc.DIGEST_FIELDS, 0)
     d.update(kmin=regs.kmin, kmax=regs.kmax, pmax=regs.pmax_bp)
-    d.update(port=port, interval_us=int(INTERVAL_S * 1e6), tx_bytes=tx, tx_pkts=tx // 1500,
-             marked_bytes=tx // 10, marked_pkts=tx // 15000,
-             qdepth_sum_bytes=(tx // 1500) * int(rng.uniform(0, 60_000)),
-             qdepth_samples=tx // 1500, qdepth_max_bytes=80_000)  # fmt: skip
+    d.update(port=port, interval_us=int(INTERVAL_S * 1e6), tx_bytes=tx, tx_pkts=tx // MTU_BYTES,
+             marked_bytes=tx // 10, marked_pkts=tx // (10 * MTU_BYTES),
+             qdepth_sum_bytes=(tx // MTU_BYTES) * int(rng.uniform(0, 60_000)),
+             qdepth_samples=tx // MTU_BYTES, qdepth_max_bytes=80_000)  # fmt: skip
     return d
 
 

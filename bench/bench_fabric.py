@@ -195,13 +195,13 @@ def link_rate(mbit: float, dataplane: str) -> dict[str, float]:
 
     from ecntune.controller import control_plane
     from ecntune.fabric.net import Fabric, FabricOptions
-    from ecntune.topology import QUEUE_PKTS, single_switch
+    from ecntune.topology import MTU_BYTES, QUEUE_PKTS, single_switch
 
     bps = mbit * 1e6
     topo = single_switch(3, bps, name=f"rate{mbit:g}", delay_s=LINK_DELAY_S)
-    bdp_pkts = bps * 4 * LINK_DELAY_S / 8 / 1500
+    bdp_pkts = bps * 4 * LINK_DELAY_S / 8 / MTU_BYTES
     depth = max(QUEUE_PKTS, round(2 * bdp_pkts))  # room for both windows: rate, not buffer
-    kmin = 0.5 * bdp_pkts * 1500  # DCTCP-like marking at half a BDP (neither tight nor off)
+    kmin = 0.5 * bdp_pkts * MTU_BYTES  # DCTCP-like marking at half a BDP (neither tight nor off)
     policy = f"static:{kmin:.0f},{2 * kmin:.0f},0.2"
     os.environ["ECNTUNE_DATAPLANE"] = dataplane  # the switch process reads it
     with tempfile.TemporaryDirectory() as tmp:

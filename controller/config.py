@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from ecntune.topology import Topology, preset
+from ecntune.topology import MTU_BYTES, QUEUE_PKTS, Topology, preset
 
 if TYPE_CHECKING:
     from ecntune.agent.policy import Policy
@@ -45,7 +45,7 @@ class ControllerConfig:
     fallback: str = "static:secn1"
     interval_s: float = 0.1
     write_path: WritePath = "auto"
-    buffer_bytes: int = 64 * 1500
+    buffer_bytes: int = QUEUE_PKTS * MTU_BYTES
     min_write_interval_s: float = 0.0
     fallback_after: int = 20
     baseline_intervals: int = 20

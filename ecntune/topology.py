@@ -24,6 +24,9 @@ CPU_PORT = 255
 # Every emulated egress queue's depth in packets (BMv2's default), and what the simulator's
 # queues hold unless a scenario says otherwise: one number, so both model the same buffer.
 QUEUE_PKTS = 64
+# One full Ethernet payload: the unit of queue depths in packets, of the template's smallest
+# α and of every bytes<->packets conversion in the emulation, the controller and the simulator.
+MTU_BYTES = 1500
 # The emulation applies a link's delay as a delay line in the embedded switch (this kernel
 # has no netem); below this a delay line costs more than it emulates (the switch's own
 # per-packet time), so shorter delays are left out there and in the simulator's model of it.

@@ -32,8 +32,8 @@ import jax
 import jax.numpy as jnp
 
 from ecntune.sim import transport
-from ecntune.sim.fabric import MTU_BYTES
 from ecntune.sim.network import red_probability
+from ecntune.topology import MTU_BYTES
 
 TAU = transport.DCQCN_CNP_INTERVAL_S
 TAU_ALPHA = transport.DCQCN_ALPHA_INTERVAL_S

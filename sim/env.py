@@ -26,10 +26,10 @@ import numpy as np
 from ecntune.agent.features import HISTORY, observation
 from ecntune.agent.rewards import LATENCY_FIRST, REWARDS, RewardWeights
 from ecntune.sim import network, transport
-from ecntune.sim.fabric import MTU_BYTES, FabricArrays, build
+from ecntune.sim.fabric import FabricArrays, build
 from ecntune.sim.schedule import EpisodeTraffic, PathTable, TrafficParams, path_table, sample
 from ecntune.telemetry import EcnThresholds, PortTelemetry, senders_estimate
-from ecntune.topology import Topology
+from ecntune.topology import MTU_BYTES, Topology
 
 RTT_STEPS = 20  # simulator steps per (shortest) base RTT, at least
 

@@ -14,9 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ecntune.topology import QUEUE_PKTS, Topology
-
-MTU_BYTES = 1500
+from ecntune.topology import MTU_BYTES, QUEUE_PKTS, Topology
 
 
 class LinkArrays(NamedTuple):

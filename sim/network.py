@@ -55,8 +55,8 @@ import jax
 import jax.numpy as jnp
 
 from ecntune.sim import transport
-from ecntune.sim.fabric import MTU_BYTES
 from ecntune.telemetry import ELEPHANT_BYTES, SENDER_BITS
+from ecntune.topology import MTU_BYTES
 
 ADMIT_PER_STEP = 16  # flows that may start in one step (more wait for the next)
 

@@ -76,10 +76,9 @@ def sim_twin(
     import dataclasses
 
     from ecntune.sim.env import Env
-    from ecntune.sim.fabric import MTU_BYTES
     from ecntune.sim.schedule import EpisodeTraffic
     from ecntune.telemetry import EcnThresholds
-    from ecntune.topology import single_switch
+    from ecntune.topology import MTU_BYTES, single_switch
 
     topo = single_switch(n + 1, rate_bps)
     topo.links = [dataclasses.replace(lk, delay_s=delay_s) for lk in topo.links]

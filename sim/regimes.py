@@ -72,10 +72,11 @@ from typing import Any, Literal, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ecntune.agent.actions import MTU_BYTES, ActionTemplate, alpha_bytes
+from ecntune.agent.actions import ActionTemplate, alpha_bytes
 from ecntune.agent.features import HISTORY, observation
 from ecntune.agent.rewards import REWARDS, THROUGHPUT_FIRST, RewardWeights
 from ecntune.telemetry import EcnThresholds, PortTelemetry
+from ecntune.topology import MTU_BYTES
 
 BULK, INCAST = 0, 1
 

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from ecntune.sim.fabric import MTU_BYTES
+from ecntune.topology import MTU_BYTES
 
 MSS = 1448.0
 INIT_CWND = 10 * MSS  # RFC 6928

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ecntune.agent.actions import MTU_BYTES, acc_template, alpha_bytes
+from ecntune.agent.actions import acc_template, alpha_bytes
 from ecntune.agent.features import FEATURE_NAMES, observation, observation_size, port_state
 from ecntune.agent.policy import load_policy
 from ecntune.agent.rewards import (
@@ -18,6 +18,7 @@ from ecntune.agent.rewards import (
     trained_reward,
 )
 from ecntune.telemetry import PortTelemetry
+from ecntune.topology import MTU_BYTES
 
 
 def telemetry(**kw) -> PortTelemetry:

@@ -16,10 +16,9 @@ from ecntune.agent.features import observation_size
 from ecntune.p4src import encoding as enc
 from ecntune.sim import dcqcn_fluid, network
 from ecntune.sim.env import Env
-from ecntune.sim.fabric import MTU_BYTES
 from ecntune.sim.schedule import EpisodeTraffic
 from ecntune.telemetry import EcnThresholds, PortTelemetry
-from ecntune.topology import preset, single_switch
+from ecntune.topology import MTU_BYTES, preset, single_switch
 
 BW = 10e9
 DELAY = 10e-6  # per link: base RTT = 4 link delays + serialisation ≈ 45 µs

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ecntune.topology import PRESETS
+from ecntune.topology import MTU_BYTES, PRESETS
 from ecntune.traffic.workload import WORKLOADS
 
 # SECN1: the papers' preset; SECN0: the single best static of the demo fabric's held-out mix
@@ -184,7 +184,7 @@ def run_demo(args: argparse.Namespace) -> int:
         return 2
 
     options = FabricOptions(switch=args.target, workdir=out / "switches")
-    buffer_bytes = options.queue_depth_pkts * 1500  # kmax never beyond what a queue holds
+    buffer_bytes = options.queue_depth_pkts * MTU_BYTES  # kmax never beyond what a queue holds
 
     def plane(policy: str):
         if policy in in_switch:

@@ -37,14 +37,13 @@ from ecntune.fabric.nodes import (
     default_congestion_control,
 )
 from ecntune.targets import SwitchSpec
-from ecntune.topology import MIN_EMULATED_DELAY_S, QUEUE_PKTS, Topology
+from ecntune.topology import MIN_EMULATED_DELAY_S, MTU_BYTES, QUEUE_PKTS, Topology
 
 log = logging.getLogger(__name__)
 
 SwitchKind = Literal["embedded", "bmv2", "bridge"]
 SWITCH_CLASSES = {"embedded": EmbeddedSwitch, "bmv2": Bmv2Switch, "bridge": KernelBridge}
 FABRIC_PREFIX = "10.0.0.0/16"  # every host address Topology assigns (10.0.<switch>.<host>)
-MTU_BYTES = 1500
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ import numpy as np
 
 from ecntune.fabric.scenario import sent_files
 from ecntune.telemetry import PortTelemetry
-from ecntune.topology import Topology
+from ecntune.topology import MTU_BYTES, Topology
 from ecntune.traffic.fct import (
     MICE_BYTES,
     SIZE_BUCKETS,
@@ -61,8 +61,8 @@ from ecntune.traffic.records import (
 from ecntune.traffic.spec import TrafficSpec
 
 TELEMETRY_KEYS = frozenset({"t", "switch", "port", *PortTelemetry._fields})
-# a probe delayed by less than half a full (1500-byte) frame found the queue empty
-EMPTY_QUEUE_BYTES = 750
+# a probe delayed by less than half a full frame found the queue empty
+EMPTY_QUEUE_BYTES = MTU_BYTES / 2
 
 
 def telemetry_row(t: float, switch: str, port: int, tel: PortTelemetry) -> dict[str, Any]:
