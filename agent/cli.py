@@ -256,6 +256,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the judge's first episode's seed")  # fmt: skip
     d.add_argument("--out", type=Path, default=Path("results/distill"))
     d.set_defaults(func=run_distill)
+    s = sub.add_parser(
+        "eval-table",
+        help="several `ecntune eval` folders (e.g. a mix's parts) in one table",
+        description="Per folder: the single best static its report judged against, each agent "
+        "family's range over seeds on mice mean slowdown against it, the verdicts other than "
+        "'does NOT beat', and how far each family is from its frozen self (agent/summary.py). "
+        "Reads report.md, comparisons.csv and policies.csv only; reruns nothing.",
+    )
+    s.add_argument("folders", type=Path, nargs="+", metavar="DIR")
+    s.add_argument("--csv", type=Path, default=None, help="also write one row per agent here")
+    s.set_defaults(func=run_eval_table)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -397,6 +408,21 @@ def run_eval(args: argparse.Namespace) -> int:
     print(report.write(result, args.out, title))
     plots = ", *.png" if agents else " (no agents: no plots)"
     print(f"written: {args.out}/report.md, comparisons.csv, policies.csv{plots}")
+    return 0
+
+
+def run_eval_table(args: argparse.Namespace) -> int:
+    from ecntune.agent import summary
+
+    try:
+        judged = [summary.read(folder) for folder in args.folders]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(summary.markdown(*summary.table(judged)), end="")
+    if args.csv:
+        summary.write_csv(args.csv, judged)
+        print(f"written: {args.csv}")
     return 0
 
 

@@ -327,6 +327,21 @@ def test_eval_and_train_commands_write_the_protocols_reports(tmp_path: Path, ecn
     code, _, stderr = ecntune_cli("eval", *scenario[:2], "--grid", "2a,1a,0.1")
     assert code == 2
     assert "kmin <= kmax" in stderr
+    # the folder in one table with others (ecntune eval-table): what its report said
+    code, stdout, stderr = ecntune_cli("eval-table", str(out), "--csv", str(tmp_path / "t.csv"))
+    assert code == 0, stderr[-2000:]
+    best = re.search(r"Single best static over the mix[^`]*`([^`]+)`", report)[1]
+    (row,) = csv.DictReader((tmp_path / "t.csv").open())
+    assert (row["single_best"], row["agent"]) == (best, "acc:acc")
+    against = {c["metric"]: c for c in mix if c["baseline"] == best}
+    assert float(row["mice_mean_rel"]) == float(against["mice_mean"]["rel"])
+    assert row["verdict"] in report  # the report's own verdict, recomputed
+    versus_frozen = [c for c in mix if c["baseline"] == frozen[1] and c["metric"] == "mice_mean"]
+    assert float(row["mice_mean_rel_vs_frozen"]) == float(versus_frozen[0]["rel"])
+    assert f"| e | {rows[0]['scenario']} | `{best}` |" in stdout
+    code, _, stderr = ecntune_cli("eval-table", str(tmp_path / "t"))
+    assert code == 2
+    assert "not an `ecntune eval` output folder" in stderr
 
 
 def test_a_reduced_grid_takes_an_extension_and_keeps_its_cached_outcomes(
