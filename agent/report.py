@@ -45,10 +45,12 @@ def formatted(c: Comparison) -> str:
 
 
 def verdict(cs: list[Comparison]) -> str:
-    """Issue 14's acceptance, read off the comparisons against the single best static."""
+    """Issue 14's acceptance, read off the comparisons against the single best static:
+    lower mice mean and p99 (CIs exclude zero), all-flow mean not worse, and goodput within
+    2 % -- of losing it: an agent that also delivers more than the static is no worse for it."""
     by = {c.metric: c for c in cs}
     wins = by["mice_mean"].hi < 0 and by["mice_p99_fct"].hi < 0
-    holds = by["all_mean"].rel <= 0 and abs(by["goodput"].rel) <= 0.02
+    holds = by["all_mean"].rel <= 0 and by["goodput"].rel >= -0.02
     if wins and holds:
         return "beats the single best static (mice mean and p99, CIs exclude zero)"
     if wins:

@@ -16,6 +16,7 @@ from ecntune.agent import evaluate
 from ecntune.agent.actions import ACC_PMAX
 from ecntune.agent.evaluate import Outcome, best_statics, compare, run_policies
 from ecntune.agent.policy import greedy_function, load_policy
+from ecntune.agent.report import verdict
 from ecntune.agent.rewards import Reward, RewardWeights
 from ecntune.agent.static import (
     GRID,
@@ -611,3 +612,22 @@ def test_the_scenario_options_reach_the_simulated_scenario():
     assert env.interval_s == pytest.approx(0.004)
     default = _scenario(build_parser().parse_args(["eval", "--scenario", "testbed24"]))
     assert (default.link_delay_s, default.interval_s) == (None, None)  # the fabric's own
+
+
+def test_the_verdict_asks_for_lower_mice_fct_without_losing_flows_or_goodput():
+    """Issue 14's acceptance: mice mean and p99 lower (CIs exclude zero), all-flow mean not
+    worse, goodput not more than 2 % lower; delivering more goodput is not held against it."""
+
+    def judged(mice_hi: float, p99_hi: float, all_rel: float, goodput_rel: float) -> str:
+        return verdict([
+            evaluate.Comparison("mice_mean", 1, 1, mice_hi - 0.01, mice_hi - 0.02, mice_hi),
+            evaluate.Comparison("mice_p99_fct", 1, 1, p99_hi - 0.01, p99_hi - 0.02, p99_hi),
+            evaluate.Comparison("all_mean", 1, 1, all_rel, all_rel - 0.01, all_rel + 0.01),
+            evaluate.Comparison("goodput", 1, 1, goodput_rel, goodput_rel - 0.01, goodput_rel),
+        ])  # fmt: skip
+
+    assert judged(-0.01, -0.01, -0.01, +0.05).startswith("beats")
+    assert judged(-0.01, -0.01, 0.0, -0.019).startswith("beats")
+    assert judged(-0.01, -0.01, -0.01, -0.03).startswith("lower mice FCT, but")
+    assert judged(-0.01, -0.01, +0.01, 0.0).startswith("lower mice FCT, but")
+    assert judged(-0.01, +0.005, -0.01, 0.0) == "does NOT beat the single best static"
