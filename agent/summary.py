@@ -40,11 +40,16 @@ class Judged:
     all_mean: dict[str, float]  # agent -> all-flow mean slowdown (mean over scenarios)
 
     def families(self) -> list[str]:
-        """Agent kinds in order of appearance (`graphcc:s0` -> `graphcc`)."""
-        return list(dict.fromkeys(a.split(":")[0] for a in self.mice_rel))
+        """Agent kinds in order of appearance."""
+        return list(dict.fromkeys(map(family_of, self.mice_rel)))
 
     def of(self, family: str) -> list[str]:
-        return [a for a in self.mice_rel if a.split(":")[0] == family]
+        return [a for a in self.mice_rel if family_of(a) == family]
+
+
+def family_of(agent: str) -> str:
+    """`graphcc:s0` -> `graphcc`: the kind of agent, as `ecntune eval` names it."""
+    return agent.partition(":")[0]
 
 
 def read(folder: Path) -> Judged:
@@ -118,8 +123,8 @@ def table(judged: Sequence[Judged]) -> tuple[list[str], list[list[str]]]:
         row += ["; ".join(wins) or "none"]
         if len(families) == 2:
             means = [[j.all_mean[a] for a in j.of(f) if a in j.all_mean] for f in families]
-            both = all(means)
-            row += [f"{_signed(np.mean(means[0]) / np.mean(means[1]) - 1)} %" if both else "—"]
+            ratio = np.mean(means[0]) / np.mean(means[1]) - 1 if all(means) else None
+            row += [f"{_signed(ratio)} %" if ratio is not None else "—"]
         for f in families:
             gaps = [abs(j.vs_frozen[a]) for a in j.of(f) if a in j.vs_frozen]
             row += [f"within {100 * max(gaps):.1f} %" if gaps else "—"]
