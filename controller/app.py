@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, TextIO
 
 import finsy as fy
 from finsy.p4client import P4ClientError
+from finsy.proto import p4r
 
 from ecntune.agent.policy import LearningPolicy, Policy, load_policy
 from ecntune.agent.rewards import Reward
@@ -36,6 +37,7 @@ from ecntune.controller.forwarding import forwarding_entities
 from ecntune.controller.loop import SwitchLoop
 from ecntune.controller.safety import Guard
 from ecntune.controller.switch_policy import PolicyEntry, policy_entities, policy_plan
+from ecntune.p4runtime_client import bytestring
 from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
 from ecntune.targets import SwitchSpec
@@ -210,13 +212,7 @@ class ThresholdWriter:
             return
         if self.path in ("auto", "register"):
             try:
-                await sw.modify(
-                    [
-                        fy.P4RegisterEntry(name, index=port, data=value)
-                        for port, regs in writes
-                        for name, value in regs.as_dict().items()
-                    ]
-                )
+                await sw.write(register_updates(sw.p4info, writes))
                 self.path = "register"
                 return
             except P4ClientError as e:
@@ -227,6 +223,24 @@ class ThresholdWriter:
         await self.stream.send(
             sw, [control(enc.OP_SET_ECN, enc.ecn_config_payload(p, r)) for p, r in writes]
         )
+
+
+def register_updates(
+    schema: fy.P4Schema, writes: list[tuple[int, enc.EcnRegisters]]
+) -> list[p4r.Update]:
+    """MODIFY updates of the threshold registers, built as messages directly: going through
+    finsy's P4RegisterEntry cost about three times as much, ~0.9 ms of a 32-port tick's
+    128 updates (issue 20)."""
+    updates = []
+    for port, regs in writes:
+        for name, value in regs.as_dict().items():
+            register = schema.registers[name]
+            update = p4r.Update(type=p4r.Update.MODIFY)
+            entry = update.entity.register_entry
+            entry.register_id, entry.index.index = register.id, port
+            entry.data.bitstring = bytestring(value, register.type_spec.bitwidth)
+            updates.append(update)
+    return updates
 
 
 class SwitchTable:

@@ -33,7 +33,8 @@ def load_p4info(path: Path) -> Any:
     return text_format.Parse(Path(path).read_text(), p4i.P4Info())
 
 
-def _bytes(value: int | bytes, bitwidth: int) -> bytes:
+def bytestring(value: int | bytes, bitwidth: int) -> bytes:
+    """A value as P4Runtime's canonical (shortest) bytestring, checked against its width."""
     if isinstance(value, bytes):
         return value
     if value < 0 or value >> bitwidth:
@@ -160,7 +161,7 @@ class P4RuntimeClient:
         return p4r.Action(
             action_id=a.preamble.id,
             params=[
-                p4r.Action.Param(param_id=p.id, value=_bytes(params[p.name], p.bitwidth))
+                p4r.Action.Param(param_id=p.id, value=bytestring(params[p.name], p.bitwidth))
                 for p in a.params
                 if p.name in params
             ],
@@ -188,15 +189,15 @@ class P4RuntimeClient:
             kind = p4i.MatchField.MatchType.Name(f.match_type)
             w = f.bitwidth
             if kind == "EXACT":
-                fm.exact.value = _bytes(value, w)
+                fm.exact.value = bytestring(value, w)
             elif kind == "LPM":
-                fm.lpm.value, fm.lpm.prefix_len = _bytes(value[0], w), value[1]
+                fm.lpm.value, fm.lpm.prefix_len = bytestring(value[0], w), value[1]
             elif kind == "TERNARY":
-                fm.ternary.value, fm.ternary.mask = _bytes(value[0], w), _bytes(value[1], w)
+                fm.ternary.value, fm.ternary.mask = bytestring(value[0], w), bytestring(value[1], w)
             elif kind == "RANGE":
-                fm.range.low, fm.range.high = _bytes(value[0], w), _bytes(value[1], w)
+                fm.range.low, fm.range.high = bytestring(value[0], w), bytestring(value[1], w)
             elif kind == "OPTIONAL":
-                fm.optional.value = _bytes(value, w)
+                fm.optional.value = bytestring(value, w)
             te.match.append(fm)
         if action is not None:
             te.action.action.CopyFrom(self.action(action, params))
@@ -252,7 +253,7 @@ class P4RuntimeClient:
         if index is not None:
             e.index.index = index
         if value is not None:
-            e.data.bitstring = _bytes(value, r.type_spec.bitstring.bit.bitwidth)
+            e.data.bitstring = bytestring(value, r.type_spec.bitstring.bit.bitwidth)
         return e
 
     def write_registers(self, values: Mapping[str, int], index: int) -> None:
@@ -321,7 +322,7 @@ class P4RuntimeClient:
         for name, value in metadata.items():
             m = widths[name]
             msg.packet.metadata.append(
-                p4r.PacketMetadata(metadata_id=m.id, value=_bytes(value, m.bitwidth))
+                p4r.PacketMetadata(metadata_id=m.id, value=bytestring(value, m.bitwidth))
             )
         self._requests.put(msg)
 
