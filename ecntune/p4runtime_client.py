@@ -33,13 +33,18 @@ def load_p4info(path: Path) -> Any:
     return text_format.Parse(Path(path).read_text(), p4i.P4Info())
 
 
+def canonical_bytes(value: int) -> bytes:
+    """An unsigned value as P4Runtime's canonical (shortest) bytestring (spec §8.4)."""
+    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+
+
 def bytestring(value: int | bytes, bitwidth: int) -> bytes:
-    """A value as P4Runtime's canonical (shortest) bytestring, checked against its width."""
+    """A caller's value as a canonical bytestring, checked against its width."""
     if isinstance(value, bytes):
         return value
     if value < 0 or value >> bitwidth:
         raise ValueError(f"{value} does not fit {bitwidth} bits")
-    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+    return canonical_bytes(value)
 
 
 @dataclass(frozen=True)

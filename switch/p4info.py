@@ -13,6 +13,7 @@ from typing import Any
 
 from finsy.proto import p4d, p4i, p4r
 
+from ecntune.p4runtime_client import canonical_bytes
 from ecntune.switch.externs import ExternIndexError
 from ecntune.switch.program import Program
 from ecntune.switch.tables import ActionCall, Entry, EntryError, Table
@@ -35,12 +36,6 @@ def decode(value: bytes, bitwidth: int, what: str) -> int:
 def entity_bytes(**entity: Any) -> bytes:
     """p4r.Entity(**entity), serialized."""
     return p4r.Entity(**entity).SerializeToString()
-
-
-def encode(value: int, bitwidth: int) -> bytes:
-    """The canonical (shortest) P4Runtime bytestring of an unsigned value."""
-    del bitwidth
-    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
 
 
 @dataclass
@@ -223,26 +218,26 @@ class P4InfoIndex:
         out = []
         for f, v in zip(tm.fields, key, strict=True):
             kind = p4i.MatchField.MatchType.Name(f.match_type)
-            w, full = f.bitwidth, (1 << f.bitwidth) - 1
+            full = (1 << f.bitwidth) - 1
             fm = p4r.FieldMatch(field_id=f.id)
             if kind == "EXACT":
-                fm.exact.value = encode(v, w)
+                fm.exact.value = canonical_bytes(v)
             elif kind == "LPM":
                 if v[1] == 0:
                     continue
-                fm.lpm.value, fm.lpm.prefix_len = encode(v[0], w), v[1]
+                fm.lpm.value, fm.lpm.prefix_len = canonical_bytes(v[0]), v[1]
             elif kind == "TERNARY":
                 if v[1] == 0:
                     continue
-                fm.ternary.value, fm.ternary.mask = encode(v[0], w), encode(v[1], w)
+                fm.ternary.value, fm.ternary.mask = canonical_bytes(v[0]), canonical_bytes(v[1])
             elif kind == "RANGE":
                 if v == (0, full):
                     continue
-                fm.range.low, fm.range.high = encode(v[0], w), encode(v[1], w)
+                fm.range.low, fm.range.high = canonical_bytes(v[0]), canonical_bytes(v[1])
             elif kind == "OPTIONAL":
                 if v[1] == 0:
                     continue
-                fm.optional.value = encode(v[0], w)
+                fm.optional.value = canonical_bytes(v[0])
             out.append(fm)
         return out
 
@@ -296,7 +291,7 @@ class P4InfoIndex:
         return p4r.Action(
             action_id=info.preamble.id,
             params=[
-                p4r.Action.Param(param_id=p.id, value=encode(v, p.bitwidth))
+                p4r.Action.Param(param_id=p.id, value=canonical_bytes(v))
                 for p, v in zip(info.params, call.data, strict=True)
             ],
         )
@@ -433,7 +428,7 @@ class P4InfoIndex:
                 yield p4r.RegisterEntry(
                     register_id=rid,
                     index=p4r.Index(index=i),
-                    data=p4d.P4Data(bitstring=encode(value, reg.width)),
+                    data=p4d.P4Data(bitstring=canonical_bytes(value)),
                 )
 
     def counter(self, counter_id: int) -> Any:
@@ -537,7 +532,7 @@ class P4InfoIndex:
         for m in self.packet_in:
             shift -= m.bitwidth
             v = (value >> shift) & ((1 << m.bitwidth) - 1)
-            out.append(p4r.PacketMetadata(metadata_id=m.id, value=encode(v, m.bitwidth)))
+            out.append(p4r.PacketMetadata(metadata_id=m.id, value=canonical_bytes(v)))
         return out, frame[nbytes:]
 
     def join_packet_out(self, metadata: Any, payload: bytes) -> bytes:

@@ -25,11 +25,12 @@ import grpc
 from finsy.proto import p4d, p4r, p4r_grpc, rpc_code, rpc_status
 from google.protobuf import any_pb2
 
+from ecntune.p4runtime_client import canonical_bytes
 from ecntune.switch.compiler import compile_program
 from ecntune.switch.dataplane import MirrorSession, Switch
 from ecntune.switch.digests import DigestConfig
 from ecntune.switch.layout import Unsupported
-from ecntune.switch.p4info import P4InfoIndex, P4RuntimeError, decode, encode, entity_bytes
+from ecntune.switch.p4info import P4InfoIndex, P4RuntimeError, decode, entity_bytes
 from ecntune.switch.program import Program
 from ecntune.switch.tables import ActionCall, EntryError
 
@@ -272,14 +273,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         found = pipe.index.digest_id_of(learn_id)
         if found is None:
             return
-        digest_id, ll = found
+        digest_id, _ = found
         dl = p4r.DigestList(digest_id=digest_id, list_id=list_id)
         for sample in samples:
             struct = p4d.P4StructLike(
-                members=[
-                    p4d.P4Data(bitstring=encode(v, w))
-                    for v, (_, _, w) in zip(sample, ll.fields, strict=True)
-                ]
+                members=[p4d.P4Data(bitstring=canonical_bytes(v)) for v in sample]
             )
             dl.data.append(p4d.P4Data(struct=struct))
         primary.send(p4r.StreamMessageResponse(digest=dl))
