@@ -3,8 +3,7 @@
 #   make install   apt packages + .venv + `pip install -e .[dev]` pinned by constraints.txt
 #                  (as root; idempotent)
 #   make lock      resolve pyproject.toml's ranges afresh into constraints.txt
-#   make test      pytest (tests that need root/BMv2 skip with a reason) and ruff; two
-#                  pytest workers, every root test on one of them (tests/conftest.py)
+#   make test      pytest (tests that need root/BMv2 skip with a reason) and ruff
 #   make lint      ruff check + format check
 #   make bench     every benchmark in bench/, one JSON object per result line (~45 min:
 #                  bench_train.py trains ACC and PET until they beat static, ~35 of it)
@@ -18,9 +17,6 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Debian's interpreter: Mininet (a Debian package) is built for it.
 SYSTEM_PY ?= /usr/bin/python3
-# pytest-xdist workers for `make test`: the simulator's tests compute on one core while the
-# emulation's mostly wait on timers (`make test TEST_WORKERS=0` runs in one process)
-TEST_WORKERS ?= 2
 
 APT_PACKAGES := python3 python3-venv python3-dev build-essential \
 	mininet iputils-ping iproute2 tcpdump ethtool psmisc procps \
@@ -57,7 +53,7 @@ lock:
 	rm -rf .lock-venv
 
 test:
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 

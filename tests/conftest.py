@@ -1,5 +1,4 @@
-"""Markers that need something this machine may lack skip with the reason printed (-rs);
-tests that need root share one pytest-xdist worker."""
+"""Markers that need something this machine may lack skip with the reason printed (-rs)."""
 
 from __future__ import annotations
 
@@ -24,11 +23,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, (available, reason) in NEEDS.items():
             if item.get_closest_marker(marker) and not available():
                 item.add_marker(pytest.mark.skip(reason=reason))
-        if item.get_closest_marker("root"):
-            # under `pytest -n N --dist loadgroup` (make test) the tests that build Mininet
-            # fabrics, namespaces and veths run one at a time on one worker: Mininet's
-            # names (s1-eth1, h1) are global to the machine
-            item.add_marker(pytest.mark.xdist_group("network"))
 
 
 @pytest.fixture(autouse=True, scope="module")
