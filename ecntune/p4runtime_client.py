@@ -34,7 +34,8 @@ def load_p4info(path: Path) -> Any:
 
 
 def canonical_bytes(value: int) -> bytes:
-    """An unsigned value as P4Runtime's canonical (shortest) bytestring (spec §8.4)."""
+    """An unsigned value as P4Runtime's canonical bytestring: big-endian, no leading zero
+    bytes, at least one byte."""
     return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
 
 
