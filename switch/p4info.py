@@ -136,6 +136,14 @@ class P4InfoIndex:
             ll = by_name.get(d.preamble.name)
             if ll is None:
                 raise P4RuntimeError("INVALID_ARGUMENT", f"digest {d.preamble.name} not in JSON")
+            # Checked once here so a notification's samples can be sent as they come.
+            struct = p4info.type_info.structs.get(d.type_spec.struct.name)
+            if struct is not None and len(struct.members) != len(ll.fields):
+                raise P4RuntimeError(
+                    "INVALID_ARGUMENT",
+                    f"digest {d.preamble.name}: {len(struct.members)} fields in the P4Info, "
+                    f"{len(ll.fields)} in the JSON",
+                )
             self.digests[d.preamble.id] = (d, ll)
         self.value_sets = {v.preamble.id: v for v in p4info.value_sets}
         self.packet_in = self._controller_header("packet_in")
@@ -513,10 +521,10 @@ class P4InfoIndex:
         except KeyError:
             raise P4RuntimeError("NOT_FOUND", f"no digest with id {digest_id}") from None
 
-    def digest_id_of(self, learn_id: int) -> tuple[int, Any] | None:
+    def digest_id_of(self, learn_id: int) -> int | None:
         for did, (_, ll) in self.digests.items():
             if ll.id == learn_id:
-                return did, ll
+                return did
         return None
 
     # -- controller packet metadata ---------------------------------------------------------

@@ -270,10 +270,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         pipe, primary = self.pipeline, self.primary()
         if pipe is None or primary is None:
             return
-        found = pipe.index.digest_id_of(learn_id)
-        if found is None:
+        digest_id = pipe.index.digest_id_of(learn_id)
+        if digest_id is None:
             return
-        digest_id, _ = found
         dl = p4r.DigestList(digest_id=digest_id, list_id=list_id)
         for sample in samples:
             struct = p4d.P4StructLike(

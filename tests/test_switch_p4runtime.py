@@ -345,10 +345,18 @@ def _repeat_an_id(p4info) -> None:
     p4info.registers[1].preamble.id = p4info.registers[0].preamble.id
 
 
-@pytest.mark.parametrize("mutate", [_widen_a_match_field, _resize_a_register, _repeat_an_id])
+def _drop_a_digest_field(p4info) -> None:
+    struct = p4info.type_info.structs[p4info.digests[0].type_spec.struct.name]
+    del struct.members[-1]
+
+
+@pytest.mark.parametrize(
+    "mutate", [_widen_a_match_field, _resize_a_register, _repeat_an_id, _drop_a_digest_field]
+)
 def test_a_p4info_that_disagrees_with_the_program_is_refused(client, mutate):
-    """Issue 18 (7): a P4Info whose widths, sizes or ids do not match the JSON was accepted
-    (and entries written through it then matched or indexed something else)."""
+    """Issue 18 (7): a P4Info whose widths, sizes, ids or digest fields do not match the JSON
+    was accepted (and entries written through it then matched or indexed something else;
+    digests would carry more members than the P4Info declares)."""
     p4info = load_p4info(PROGRAM.p4info_path)
     mutate(p4info)
     assert _push(client, p4info, PROGRAM.json_path.read_bytes()).startswith("INVALID_ARGUMENT")
