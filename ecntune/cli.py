@@ -11,6 +11,8 @@ import importlib
 import logging
 import sys
 
+from ecntune.cache import use_jax_compilation_cache
+
 # Modules that define `add_parser(subparsers)`; a subcommand exists only once its feature does.
 SUBCOMMAND_MODULES = [
     "ecntune.doctor",
@@ -47,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING - 10 * min(args.verbose, 2),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    use_jax_compilation_cache()
     return int(args.func(args) or 0)
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ecntune.cache import cache_root
 from ecntune.switch.compile_c import CCompiler
 from ecntune.switch.layout import Unsupported
 from ecntune.switch.program import Program
@@ -74,8 +75,7 @@ class NativeTable(ctypes.Structure):
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(os.environ.get("ECNTUNE_NATIVE_CACHE", Path(base) / "ecntune" / "native"))
+    return Path(os.environ.get("ECNTUNE_NATIVE_CACHE", cache_root() / "native"))
 
 
 def c_compiler() -> str | None:

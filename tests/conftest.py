@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -16,6 +17,18 @@ NEEDS = {
     ),
     "p4c": (lambda: shutil.which("p4c") is not None, "p4c is not on PATH (see README)"),
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One JAX compilation cache for this run, empty at its start and deleted at its end:
+    tests compile the same simulations again (new closures, caches cleared after each module,
+    the CLI run as a subprocess), and each compile costs tens of seconds; starting empty keeps
+    every run's first compile real. Set before jax is imported, so subprocesses share it."""
+    if "JAX_COMPILATION_CACHE_DIR" in os.environ:
+        return
+    path = tempfile.mkdtemp(prefix="ecntune-test-jax-cache-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = path
+    config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
