@@ -1,8 +1,10 @@
 """Where ecntune keeps what it can rebuild: compiled data planes and XLA's compiled code.
 
-Each entry is keyed by everything it was built from (the C source and compiler flags; the
-computation, its shapes, the jax/XLA version and the machine), so a stale one is never used
-and deleting the folder costs only the next run's compile time.
+Each entry is keyed by what it was built from (the C source and compiler flags; the
+computation, its shapes, compile options, XLA flags and the jax/XLA version and platform),
+so a stale one is never used and deleting the folder costs only the next run's compile
+time. The CPU model is not in XLA's key: a home folder shared by machines of different CPUs
+wants a JAX_COMPILATION_CACHE_DIR of its own on each.
 """
 
 from __future__ import annotations
