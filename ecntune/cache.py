@@ -31,10 +31,8 @@ def use_jax_compilation_cache() -> None:
         return
     path = str(cache_root() / "jax")
     os.environ["JAX_COMPILATION_CACHE_DIR"] = path  # read by jax when it is imported
-    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(JAX_CACHE_MAX_BYTES))
+    max_bytes = os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(JAX_CACHE_MAX_BYTES))
     if "jax" in sys.modules:  # already imported: tell its config directly
-        jax = sys.modules["jax"]
-        jax.config.update("jax_compilation_cache_dir", path)
-        jax.config.update(
-            "jax_compilation_cache_max_size", int(os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"])
-        )
+        config = sys.modules["jax"].config
+        config.update("jax_compilation_cache_dir", path)
+        config.update("jax_compilation_cache_max_size", int(max_bytes))
