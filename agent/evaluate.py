@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -158,9 +159,12 @@ def run_policies(
     seed: int = HELD_OUT_SEED,
     drain_factor: float = 1.0,
     progress: Callable[[int], None] | None = None,
+    partial: Path | None = None,
 ) -> dict[str, Outcome]:
     """Every policy on the same `episodes` episodes (seeds seed..seed+episodes-1);
-    `progress(n)` hears of every n episodes simulated.
+    `progress(n)` hears of every n episodes simulated. With `partial` (a folder named for
+    this very call), every chunk simulated is kept there and read back instead of simulated
+    again: a call stopped midway resumes from its last chunk, not from its start.
 
     Policies of one kind share one compiled simulation whose batch is (policy, episode)
     pairs: their parameters (a static setting's thresholds; a checkpoint's network, for
@@ -193,17 +197,21 @@ def run_policies(
         kinds.setdefault((signature, repr(shapes)), (act, []))[1].append((name, params))
     out: dict[str, Outcome] = {}
     for (signature, _), (act, members) in kinds.items():
+        # a kind's chunks are named by its members: the same call makes the same kinds
+        names = repr([name for name, _ in members]).encode()
+        store = partial / hashlib.sha256(names).hexdigest()[:16] if partial else None
         if len(members) == 1 and signature != STATIC_SIGNATURE:
             name, params = members[0]
             run = _rollout(env, signature, act, drain_factor)
-            out[name] = _outcome(_chunked(run, keys, params, progress=progress))
+            out[name] = _outcome(_chunked(run, keys, params, progress=progress, store=store))
             continue
         # each policy's parameters repeated for its episodes, the policies one after another
         batch = jax.tree.map(
             lambda *x: jnp.repeat(jnp.stack(x), episodes, axis=0), *(p for _, p in members)
         )
         run = _rollout(env, signature, act, drain_factor, batched_params=True)
-        raw = _chunked(run, jnp.tile(keys, len(members)), batch, batched=True, progress=progress)
+        raw = _chunked(run, jnp.tile(keys, len(members)), batch, batched=True,
+                       progress=progress, store=store)  # fmt: skip
         for i, (name, _) in enumerate(members):
             out[name] = _outcome({k: v[i * episodes : (i + 1) * episodes] for k, v in raw.items()})
     return {name: out[name] for name in policies}
@@ -254,12 +262,15 @@ def _chunked(
     params: Any,
     batched: bool = False,
     progress: Callable[[int], None] | None = None,
+    store: Path | None = None,
 ) -> dict[str, np.ndarray]:
     """`run` over chunk_episodes() at a time (params sliced alongside the keys if `batched`),
     reporting each chunk's episodes to `progress`. A chunk smaller than a batch `run` has
     compiled for is padded up to it (copies of its last episode, dropped from the result):
     simulating a few more episodes costs less than compiling again (the remainder of a
-    static grid, the frozen-setting ablation after the statics, a judge's next call)."""
+    static grid, the frozen-setting ablation after the statics, a judge's next call).
+    With `store`, each chunk's result is saved there as it comes (named by its first row
+    and length) and a chunk found there is read instead of simulated."""
     import jax
 
     compiled = _BATCHES.setdefault(run, set())
@@ -267,6 +278,13 @@ def _chunked(
     parts = []
     for i in range(0, keys.shape[0], chunk):
         chunk_keys = keys[i : i + chunk]
+        saved = store / f"{i}-{chunk_keys.shape[0]}.npz" if store else None
+        if saved is not None and saved.exists():
+            with np.load(saved) as z:
+                parts.append({k: z[k] for k in z.files})
+            if progress:
+                progress(chunk_keys.shape[0])
+            continue
         p = jax.tree.map(lambda x, i=i: x[i : i + chunk], params) if batched else params
         n = chunk_keys.shape[0]
         size = min((b for b in compiled if b >= n), default=n)
@@ -277,6 +295,11 @@ def _chunked(
             p = jax.tree.map(pad, p) if batched else p
         out = run(chunk_keys, p)
         parts.append(jax.tree.map(lambda x, n=n: np.asarray(x)[:n], out))
+        if saved is not None:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            tmp = saved.with_suffix(".tmp.npz")
+            np.savez(tmp, **parts[-1])
+            tmp.replace(saved)
         if progress:
             progress(n)
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -600,7 +623,9 @@ def evaluate_mix(
     agent's apart (named by a hash of the scenario, episodes, seed, drain, the policies (an
     agent by its checkpoint's bytes) and the simulator: `_simulator_fingerprint`) and reused: an
     interrupted evaluation resumes, a new agent is judged against the statics already run,
-    and nothing a different simulator computed is mixed in."""
+    and nothing a different simulator computed is mixed in. Until a group is saved its
+    chunks are kept too (`partial-*/`, removed once it is): a stop in the middle of a long
+    group (a static grid's hour on a CPU, a lent accelerator's deadline) costs one chunk."""
     from tqdm import tqdm
 
     from ecntune.agent import static
@@ -644,12 +669,17 @@ def evaluate_mix(
                 todo.append((policies, identity, path))
         if todo:
             every = {name: p for policies, _, _ in todo for name, p in policies.items()}
-            fresh = run_policies(sc, every, episodes, seed, drain_factor, bar.update)
+            # the chunks of this call kept until its groups are saved, named like them
+            what = repr(sorted(path.name for _, _, path in todo if path)).encode()
+            partial = cache / f"partial-{hashlib.sha256(what).hexdigest()[:16]}" if cache else None
+            fresh = run_policies(sc, every, episodes, seed, drain_factor, bar.update, partial)
             for policies, identity, path in todo:
                 got[identity] = {name: fresh[name] for name in policies}
                 if path is not None:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     save_outcomes(path, got[identity])
+            if partial is not None:
+                shutil.rmtree(partial, ignore_errors=True)
         return {name: o for _, identity in groups for name, o in got[identity].items()}
 
     runs: list[dict[str, Outcome]] = []

@@ -119,6 +119,50 @@ def test_the_grids_extensions_are_judged_beside_the_grid_and_cached_apart(tmp_pa
     assert scores["static:0.25a,0.25a,1"] != scores["static:4a,4a,1"]
 
 
+def test_an_evaluation_stopped_within_a_group_resumes_from_its_last_chunk(tmp_path, monkeypatch):
+    """A static grid takes an hour on a CPU and is saved as one group: a stop (a session's
+    end, a lent accelerator's deadline) inside it must cost one chunk, not the group."""
+    monkeypatch.setattr(evaluate, "CHUNK", {"cpu": 2, "gpu": 2})
+    sc = [SimScenario("tiny", load=0.7, incast_degree=2, episode_s=0.1)]
+    grid = ["4a,4a,1"]  # with SECN0-2: 4 settings x 2 episodes, 4 chunks of 2
+    rollout = evaluate._rollout
+    calls: list[int] = []
+
+    def stop_after(chunks: int | None):
+        def make(*a, **k):
+            run = rollout(*a, **k)
+
+            def counted(keys, params):
+                if chunks is not None and len(calls) == chunks:
+                    raise KeyboardInterrupt  # the session ends here
+                calls.append(keys.shape[0])
+                return run(keys, params)
+
+            return counted
+
+        monkeypatch.setattr(evaluate, "_rollout", make)
+
+    stop_after(3)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate.evaluate_mix(sc, {}, 2, grid=grid, progress=False, cache=tmp_path / "runs")
+    assert len(calls) == 3
+    (partial,) = (tmp_path / "runs").iterdir()  # nothing saved as a group, 3 chunks kept
+    assert partial.name.startswith("partial-")
+    assert len([*partial.rglob("*.npz")]) == 3
+    calls.clear()
+    stop_after(None)
+    resumed = evaluate.evaluate_mix(sc, {}, 2, grid=grid, progress=False, cache=tmp_path / "runs")
+    assert calls == [2]  # only the chunk the stop cut short
+    assert [p.suffix for p in (tmp_path / "runs").iterdir()] == [".npz"]  # chunks removed
+    whole = evaluate.evaluate_mix(sc, {}, 2, grid=grid, progress=False)
+    assert resumed.statics == whole.statics
+    for name in whole.statics:
+        for field in ("fct_s", "goodput_bps", "settings"):
+            np.testing.assert_array_equal(
+                getattr(resumed.runs[0][name], field), getattr(whole.runs[0][name], field)
+            )
+
+
 def test_the_relative_difference_and_its_ci_find_a_known_effect():
     rng = np.random.default_rng(0)
     base = rng.lognormal(1.0, 0.5, (20, 200)) + 1
