@@ -17,7 +17,9 @@ switch/native_dataplane.py, issue 21), `embedded_python` (the reference Python l
 - p4runtime_insert / p4runtime_read / threshold_write_*: P4Runtime latency, median and p99
   of single table-entry inserts, wildcard reads of the routing table (~200 entries), and
   threshold writes by PacketOut (until the ack) and by RegisterEntry (embedded only: BMv2
-  has none); p4runtime_noop_unary / p4runtime_noop_read: a Capabilities call and a Read
+  has none); p4runtime_insert_900_routes: the same insert once the routing table holds
+  ~900 routes (a target whose work per insert grows with the table shows it there);
+  p4runtime_noop_unary / p4runtime_noop_read: a Capabilities call and a Read
   that finds nothing, what the gRPC server costs before any work (the embedded target's
   is Python's grpc; a request cannot be answered faster than that);
 - forwarding_latency_{idle,during_maximal_read,during_write_burst}: a probe frame every
@@ -63,6 +65,7 @@ LATENCY_SAMPLES = 200
 PROBE_GAP_S = 0.005  # forwarding-latency probes: one every 5 ms ...
 LOAD_S = 3.0  # ... for 3 s per condition
 WRITE_BATCH = 100  # table entries per Write in the write burst (inserted, then deleted)
+LARGE_TABLE_FILL = 700  # routes added (to the ~200 there) before p4runtime_insert_900_routes
 LATENCY_TARGET_MS = 10.0  # issue 18: forwarding latency under a maximal Read or write burst
 PACED_PPS, PACED_FRAMES = 300, 60  # queue pacing: a burst drained at a rate (3.33 ms apart)
 
@@ -171,6 +174,7 @@ def control_latencies(rig: Testbed) -> dict[str, dict[str, float] | None]:
     out["p4runtime_noop_read"] = latency_ms(lambda _: c.read(c.table_entry(enc.TABLE_POLICY_PORT)))
     out["p4runtime_insert"] = latency_ms(lambda i: rig.route(f"10.1.{i // 250}.{i % 250}", 32, [1]))
     out["p4runtime_read"] = latency_ms(lambda _: c.read(c.table_entry(enc.TABLE_IPV4, {})), 50)
+    out["p4runtime_insert_900_routes"] = insert_into_a_full_table(rig)
     regs = enc.encode_thresholds(3000, 9000, 0.2)
 
     def by_packet_out(_: int) -> None:
@@ -188,6 +192,29 @@ def control_latencies(rig: Testbed) -> dict[str, dict[str, float] | None]:
         detail = "; ".join(errors) or str(e)
         out["threshold_write_register_error"] = f"{e.code}: {detail}"[:200]
     return out
+
+
+def insert_into_a_full_table(rig: Testbed) -> dict[str, float]:
+    """Single inserts into the routing table once it holds ~900 routes (its size is 1024):
+    a target whose work per insert grows with the table shows it here, against
+    p4runtime_insert's ~100. The routes are taken out again afterwards."""
+    from ecntune.p4src import encoding as enc
+
+    c = rig.client
+    member = next(iter(rig.forwarding.members.values()))
+
+    def routes(first: int, n: int) -> list:
+        return [
+            c.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (first + i, 32)}, member=member)
+            for i in range(n)
+        ]
+
+    filler, measured = routes(0x0C000000, LARGE_TABLE_FILL), routes(0x0D000000, 100)
+    c.insert(*filler)
+    try:
+        return latency_ms(lambda i: c.insert(measured[i]), len(measured))
+    finally:
+        c.delete(*filler, *measured)
 
 
 def probe_latency_ms(rig: Testbed, load: Callable[[], object] | None) -> dict[str, Any]:

@@ -5,8 +5,10 @@ compiler Debian's build-essential provides (`cc`), caches the shared object by t
 of its source (a program loads in milliseconds the second time), and loads it with
 ctypes. The Program's Python objects stay the control plane's view: P4Runtime and the
 ctl CLI keep editing `Table`s and `ActionProfile`s, which tell this module (`on_change`)
-to rebuild that table's entry arrays for the C lookup; registers and counters move into
-arrays the C code writes in place and P4Runtime reads without stopping anything.
+what changed: an entry inserted, modified or deleted changes that one entry's place in the
+table's arrays for the C lookup (`TableArrays`), anything else rebuilds them. Registers
+and counters move into arrays the C code writes in place and P4Runtime reads without
+stopping anything.
 
 A Program runs either natively or in Python, never both: attaching a NativeProgram
 moves its registers' and counters' cells into arrays (the same objects, so whoever holds
@@ -17,12 +19,15 @@ why and the switch keeps the Python path.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +36,7 @@ from ecntune.cache import cache_root
 from ecntune.switch.compile_c import CCompiler
 from ecntune.switch.layout import Unsupported
 from ecntune.switch.program import Program
-from ecntune.switch.tables import ActionCall, ActionProfile, Table
+from ecntune.switch.tables import ActionCall, ActionProfile, Entry, Table, TableChange, scan_order
 
 RUNTIME_H = Path(__file__).with_name("native_runtime.h")
 LOOP_C = Path(__file__).with_name("native_loop.c")  # the data-plane loop, compiled alongside
@@ -137,10 +142,11 @@ class NativeProgram:
         self._bind_externs(cc)
         self._tables = cc.tables
         self._entries: list[object] = [None] * len(cc.tables)  # arrays the C code points at
+        self._mirrors: list[TableArrays | None] = [None] * len(cc.tables)
         self._slots = (ctypes.c_void_p * max(len(cc.tables), 1)).in_dll(self.lib, "ect_tab")
         for i, name in enumerate(cc.tables):
             table = program.tables[name]
-            table.on_change = lambda i=i: self.sync_table(i)
+            table.on_change = lambda change, entry, i=i: self._on_table_change(i, change, entry)
             self.sync_table(i)
         for profile in program.profiles.values():
             profile.on_change = lambda p=profile: self.sync_profile(p)
@@ -168,38 +174,82 @@ class NativeProgram:
             if self.program.tables[name].profile is profile:
                 self.sync_table(i)
 
+    def _on_table_change(self, i: int, change: TableChange, entry: Entry | None) -> None:
+        """One entry in, out or changed costs one entry's arrays and a few array copies (issue
+        21: a full rebuild made every insert O(table) in Python)."""
+        mirror = self._mirrors[i]
+        if change == "default":
+            self._publish(i)
+            return
+        if entry is None or mirror is None:
+            self.sync_table(i)
+            return
+        if change != "insert":
+            mirror.remove(entry)
+        if change != "delete":
+            table = self.program.tables[self._tables[i]]
+            mirror.insert(entry, self._entry_arrays(table, [entry]))
+        self._publish(i)
+
     def sync_table(self, i: int) -> None:
-        """Rebuild table i's arrays in the order Table.lookup finds entries, then swap them in."""
+        """Rebuild table i's arrays from all its entries, then swap them in."""
         table = self.program.tables[self._tables[i]]
-        entries = ordered_entries(table)
+        order = first_match_order(table)
+        entries = sorted(table.entries.values(), key=order)
+        self._mirrors[i] = TableArrays(order, [order(e) for e in entries],
+                                       *self._entry_arrays(table, entries))  # fmt: skip
+        self._publish(i)
+
+    def _entry_arrays(self, table: Table, entries: list[Entry]) -> EntryArrays:
+        """match, count, group, action, data for `entries`, their calls in entry order (one
+        numpy conversion per array: a row at a time cost ~1 µs an entry)."""
         calls: list[tuple[int, tuple[int, ...]]] = []
         placed = [self._calls(table, e.call, calls) for e in entries]  # (first, count, group)
-        d_first, d_count, _ = self._calls(table, table.default, calls)
-        n_keys, stride = len(table.key), self.data_stride
-        # one numpy conversion per array (a row at a time cost ~1 µs an entry: issue 21)
-        rows = [
-            [
-                match_row(kf.match_type, kf.width, want)
-                for kf, want in zip(table.key, e.key, strict=True)
-            ]
-            for e in entries
-        ]
-        match = np.zeros((max(len(entries), 1), max(n_keys, 1), 3), dtype=np.uint64)
+        n_keys = len(table.key)
+        match = np.zeros((len(entries), n_keys, 3), dtype=np.uint64)
         if entries and n_keys:
-            match[:] = np.array(rows, dtype=np.uint64)
+            match[:] = np.array(
+                [
+                    [match_row(kf.match_type, kf.width, want)
+                     for kf, want in zip(table.key, e.key, strict=True)]
+                    for e in entries
+                ],
+                dtype=np.uint64,
+            )  # fmt: skip
+        columns = np.array(placed, dtype=np.int64).reshape(-1, 3).T
+        count, group = np.ascontiguousarray(columns[1]), np.ascontiguousarray(columns[2])
+        return match, count, group, *self._call_arrays(calls)
+
+    def _call_arrays(self, calls: list[tuple[int, tuple[int, ...]]]) -> tuple[np.ndarray, ...]:
+        """(action ids, action data padded to the stride) of `calls`."""
+        stride = self.data_stride
         padded = [values + (0,) * (stride - len(values)) for _, values in calls]
-        columns = np.array(placed or [(0, 0, 0)], dtype=np.int64).T
+        return (
+            np.array([a for a, _ in calls], dtype=np.int64),
+            np.array(padded, dtype=np.uint64).reshape(-1, stride),
+        )
+
+    def _publish(self, i: int) -> None:
+        """Table i's mirror and default as one ect_table, swapped in under the data plane's
+        lock; the old arrays are freed only once no lookup can be reading them."""
+        table, mirror = self.program.tables[self._tables[i]], self._mirrors[i]
+        assert mirror is not None
+        default: list[tuple[int, tuple[int, ...]]] = []
+        _, d_count, _ = self._calls(table, table.default, default)
+        default_action, default_data = self._call_arrays(default)
+        stride, n = self.data_stride, len(mirror.keys)
+        first = np.cumsum(mirror.count) - mirror.count
+        action = np.concatenate([mirror.action, default_action])
+        data = np.concatenate([mirror.data, default_data])
+        # the C code reads n entries and their calls; an empty array still needs an address
         arrays = {
-            "match": match,
-            "first": np.ascontiguousarray(columns[0]),
-            "count": np.ascontiguousarray(columns[1]),
-            "group": np.ascontiguousarray(columns[2]),
-            "action": np.array([a for a, _ in calls] or [0], dtype=np.int64),
-            "data": np.array(padded or [(0,) * stride], dtype=np.uint64).reshape(-1, stride),
-        }
+            name: np.ascontiguousarray(a if len(a) else np.zeros((1, *a.shape[1:]), a.dtype))
+            for name, a in (("match", mirror.match), ("first", first), ("count", mirror.count),
+                            ("group", mirror.group), ("action", action), ("data", data))
+        }  # fmt: skip
         struct = NativeTable(
-            n_entries=len(entries), n_keys=n_keys, data_stride=self.data_stride,
-            default_first=d_first, default_count=d_count,
+            n_entries=n, n_keys=len(table.key), data_stride=stride,
+            default_first=len(mirror.action), default_count=d_count,
             **{k: v.ctypes.data for k, v in arrays.items()},
         )  # fmt: skip
         old = self._entries[i]
@@ -267,17 +317,63 @@ def packet(frame: bytes) -> NativePkt:
     return pkt
 
 
-def ordered_entries(table: Table) -> list:
-    """Entries in an order where the first match is the one Table.lookup returns: priority
-    order for ternary/range/optional, longest prefix first for LPM (two entries of one
-    prefix length cannot both match), any order for exact keys."""
-    entries = list(table.entries.values())
+def first_match_order(table: Table) -> Callable[[Entry], tuple[int, ...]]:
+    """A sort key under which the first entry that matches is the one Table.lookup returns:
+    priority order for ternary/range/optional, longest prefix first for LPM (two entries of
+    one prefix length cannot both match), insertion order for exact keys. Ties go to the
+    older entry, so every entry has its own key."""
     if table.needs_priority:
-        return sorted(entries, key=lambda e: (-e.priority, e.seq))
+        return scan_order
     lpm = next((k for k, kf in enumerate(table.key) if kf.match_type == "lpm"), None)
     if lpm is not None:
-        return sorted(entries, key=lambda e: -e.key[lpm][1])
-    return entries
+        return lambda e: (-e.key[lpm][1], e.seq)
+    return lambda e: (e.seq,)
+
+
+# One table's or one entry's arrays, as TableArrays holds them: match, count, group, action, data
+EntryArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass
+class TableArrays:
+    """A table's entries as the C lookup reads them (native_runtime.h's ect_table, less the
+    default action, which NativeProgram._publish appends), kept between changes so that an
+    entry in or out costs a few array copies instead of a rebuild. Every change makes new
+    arrays: the ones a lookup may be reading are never written."""
+
+    order: Callable[[Entry], tuple[int, ...]]  # first_match_order
+    keys: list[tuple[int, ...]]  # each entry's order key, ascending: first-match order
+    match: np.ndarray  # (entries, key fields, 3) uint64: lo, hi, mask
+    count: np.ndarray  # (entries,) int64: the calls each entry may run ...
+    group: np.ndarray  # (entries,) int64: ... 1 where they are a group's members
+    action: np.ndarray  # (calls,) int64: every entry's calls, in entry order
+    data: np.ndarray  # (calls, stride) uint64: their action data
+
+    def insert(self, entry: Entry, arrays: EntryArrays) -> None:
+        """Add one entry (`arrays`: its own, from NativeProgram._entry_arrays)."""
+        key = self.order(entry)
+        i = bisect.bisect_left(self.keys, key)
+        self._splice(i, i, arrays)
+        self.keys.insert(i, key)
+
+    def remove(self, entry: Entry) -> None:
+        key = self.order(entry)
+        i = bisect.bisect_left(self.keys, key)
+        if i == len(self.keys) or self.keys[i] != key:
+            raise KeyError(f"entry {entry.key} is not in the native mirror")
+        empty = (self.match[:0], self.count[:0], self.group[:0], self.action[:0], self.data[:0])
+        self._splice(i, i + 1, empty)
+        del self.keys[i]
+
+    def _splice(self, i: int, j: int, new: EntryArrays) -> None:
+        """Entries i..j-1 (and their calls) replaced by `new`'s."""
+        c, d = int(self.count[:i].sum()), int(self.count[:j].sum())
+        match, count, group, action, data = new
+        self.match = np.concatenate([self.match[:i], match, self.match[j:]])
+        self.count = np.concatenate([self.count[:i], count, self.count[j:]])
+        self.group = np.concatenate([self.group[:i], group, self.group[j:]])
+        self.action = np.concatenate([self.action[:c], action, self.action[d:]])
+        self.data = np.concatenate([self.data[:c], data, self.data[d:]])
 
 
 def match_row(match_type: str, width: int, want: object) -> tuple[int, int, int]:

@@ -8,10 +8,11 @@ by their match and, where the table needs one, their priority (higher wins).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ecntune.switch.hashes import ALGORITHMS, pack_bits
 from ecntune.switch.layout import Unsupported
@@ -62,6 +63,17 @@ class Entry:
         self.bytes += length
 
 
+# What a Table tells its on_change: an entry inserted, modified (its call) or deleted, the
+# default action set, or "all" (anything may have changed: read the whole table again).
+TableChange = Literal["insert", "modify", "delete", "default", "all"]
+
+
+def scan_order(e: Entry) -> tuple[int, int]:
+    """First-match order of a table that needs priorities: the highest priority first, the
+    oldest entry first among equals."""
+    return -e.priority, e.seq
+
+
 def _mask(width: int) -> int:
     return (1 << width) - 1
 
@@ -102,7 +114,9 @@ class ActionProfile:
         self.members: dict[int, tuple[int, tuple[int, ...], int]] = {}  # id -> (action, data, seq)
         self.groups: dict[int, list[int]] = {}
         self._seq = itertools.count()
-        self.on_change: Callable[[], None] | None = None  # the native path's mirror
+        # the native path's mirror: told after a change that can alter what an existing entry
+        # runs (a new member or group is named by no entry yet, so adding one tells nobody)
+        self.on_change: Callable[[], None] | None = None
 
     @property
     def has_selector(self) -> bool:
@@ -114,7 +128,6 @@ class ActionProfile:
         if len(self.members) >= self.max_size:
             raise EntryError("RESOURCE_EXHAUSTED", f"action profile {self.name} is full")
         self.members[member] = (action_id, data, next(self._seq))
-        self._changed()
 
     def modify_member(self, member: int, action_id: int, data: tuple[int, ...]) -> None:
         if member not in self.members:
@@ -144,7 +157,8 @@ class ActionProfile:
             raise EntryError("RESOURCE_EXHAUSTED", f"group {group} exceeds max_group_size")
         # BMv2 picks the n-th member in handle (creation) order.
         self.groups[group] = sorted(set(members), key=lambda m: self.members[m][2])
-        self._changed()
+        if not create:
+            self._changed()
 
     def delete_group(self, group: int) -> None:
         if self.groups.pop(group, None) is None:
@@ -179,8 +193,11 @@ class Table:
     default_const: bool = False
     const_entries: bool = False
     entries: dict[tuple, Entry] = field(default_factory=dict)
-    # the native path's mirror (switch/native.py): told after every change of what lookup sees
-    on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    # the native path's mirror (switch/native.py): told after every change of what lookup
+    # sees, with what changed (TableChange), so that one insert costs it one entry, not all
+    on_change: Callable[[TableChange, Entry | None], None] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         types = [k.match_type for k in self.key]
@@ -192,25 +209,58 @@ class Table:
     # -- lookup (per packet) ----------------------------------------------------------
 
     def _rebuild(self) -> None:
-        if self.needs_priority:
-            self._scan = sorted(self.entries.values(), key=lambda e: (-e.priority, e.seq))
-        elif self._lpm is not None:
-            by_len: dict[int, dict[tuple, Entry]] = {}
-            for e in self.entries.values():
-                value, plen = e.key[self._lpm]
-                k = (*e.key[: self._lpm], value, *e.key[self._lpm + 1 :])
-                by_len.setdefault(plen, {})[k] = e
-            w = self.key[self._lpm].width
-            self._by_len = [
-                (_mask(w) ^ _mask(w - plen), by_len[plen]) for plen in sorted(by_len, reverse=True)
-            ]
-        else:
-            self._exact = {e.key: e for e in self.entries.values()}
-        self._changed()
+        """Index every entry anew (at creation and after clear)."""
+        self._scan: list[Entry] = []
+        self._len_dicts: dict[int, dict[tuple, Entry]] = {}
+        self._by_len: list[tuple[int, dict[tuple, Entry]]] = []
+        self._exact: dict[tuple, Entry] = {}
+        for e in self.entries.values():
+            self._index(e)
 
-    def _changed(self) -> None:
+    def _index(self, e: Entry) -> None:
+        """Add one entry to the lookup structure: O(log n) or O(1), not a rebuild."""
+        if self.needs_priority:
+            bisect.insort(self._scan, e, key=scan_order)
+        elif self._lpm is not None:
+            plen = e.key[self._lpm][1]
+            if plen not in self._len_dicts:
+                self._len_dicts[plen] = {}
+                self._list_lengths()
+            self._len_dicts[plen][self._lpm_key(e)] = e
+        else:
+            self._exact[e.key] = e
+
+    def _unindex(self, e: Entry) -> None:
+        if self.needs_priority:
+            del self._scan[bisect.bisect_left(self._scan, scan_order(e), key=scan_order)]
+        elif self._lpm is not None:
+            plen = e.key[self._lpm][1]
+            del self._len_dicts[plen][self._lpm_key(e)]
+            if not self._len_dicts[plen]:
+                del self._len_dicts[plen]
+                self._list_lengths()
+        else:
+            del self._exact[e.key]
+
+    def _lpm_key(self, e: Entry) -> tuple:
+        """The key a packet's values make under e's prefix mask (lookup builds the same)."""
+        i = self._lpm
+        assert i is not None
+        return (*e.key[:i], e.key[i][0], *e.key[i + 1 :])
+
+    def _list_lengths(self) -> None:
+        """The prefix lengths present, longest first, each with its mask (a new list, so a
+        lookup iterating the old one is not disturbed)."""
+        assert self._lpm is not None
+        w = self.key[self._lpm].width
+        self._by_len = [
+            (_mask(w) ^ _mask(w - plen), self._len_dicts[plen])
+            for plen in sorted(self._len_dicts, reverse=True)
+        ]
+
+    def _changed(self, change: TableChange, entry: Entry | None = None) -> None:
         if self.on_change is not None:
-            self.on_change()
+            self.on_change(change, entry)
 
     def lookup(self, values: tuple[int, ...]) -> Entry | None:
         if self.needs_priority:
@@ -292,7 +342,8 @@ class Table:
         self.check_call(call)
         entry = Entry(k, p, call, next(self._seq))
         self.entries[(k, p)] = entry
-        self._rebuild()
+        self._index(entry)
+        self._changed("insert", entry)
         return entry
 
     def find(self, key: Sequence[MatchValue], priority: int) -> Entry:
@@ -308,7 +359,7 @@ class Table:
         entry = self.find(key, priority)
         self.check_call(call)
         entry.call = call
-        self._changed()
+        self._changed("modify", entry)
         return entry
 
     def delete(self, key: Sequence[MatchValue], priority: int) -> Entry:
@@ -317,7 +368,8 @@ class Table:
             raise EntryError("PERMISSION_DENIED", f"{self.name} has const entries")
         entry = self.find(key, priority)
         del self.entries[(entry.key, entry.priority)]
-        self._rebuild()
+        self._unindex(entry)
+        self._changed("delete", entry)
         return entry
 
     def set_default(self, call: ActionCall) -> None:
@@ -327,12 +379,13 @@ class Table:
             raise EntryError("INVALID_ARGUMENT", f"{self.name} is indirect: no default action")
         self.check_call(call)
         self.default = call
-        self._changed()
+        self._changed("default")
 
     def clear(self) -> None:
         if not self.const_entries:
             self.entries.clear()
             self._rebuild()
+            self._changed("all")
 
 
 def resolve(
