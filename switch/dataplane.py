@@ -33,7 +33,7 @@ import select
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,6 +113,15 @@ class Switch:
         self._wire_seq = 0
         self._template: list[int] = []
         self._metadata_slots: list[int] = []
+
+    @contextlib.contextmanager
+    def editing(self) -> Iterator[None]:
+        """The switch lock for a batch of control-plane changes; the native engine's table
+        changes made under it reach its lookup together when it is released."""
+        with self.lock:
+            batched = self.engine.native.batched() if self.engine else contextlib.nullcontext()
+            with batched:
+                yield
 
     @property
     def stats(self) -> Stats:

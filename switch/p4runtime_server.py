@@ -380,11 +380,12 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         except P4RuntimeError as e:
             context.abort(_code(e.code), str(e))
         # CONTINUE_ON_ERROR promises no atomicity across updates: they are applied in
-        # slices of write_slice_s under the switch lock, the GIL handed on after each
+        # slices of write_slice_s under the switch lock, the GIL handed on after each (the
+        # native engine's lookup takes each slice's table changes at once, at its end)
         errors: list[tuple[str, str]] = []
         pending = iter(request.updates)  # each slice resumes where the last one stopped
         while True:
-            with self.switch.lock:
+            with self.switch.editing():
                 until = time.perf_counter() + self.write_slice_s
                 for update in pending:
                     errors.append(self._apply(pipe, update))

@@ -29,7 +29,14 @@ from ecntune.p4src import PROGRAM
 from ecntune.p4src import encoding as enc
 from ecntune.switch.compiler import compile_program
 from ecntune.switch.dataplane import Switch
-from ecntune.switch.native import NativePkt, NativeProgram, NativeUnavailable, c_compiler, packet
+from ecntune.switch.native import (
+    Batch,
+    NativePkt,
+    NativeProgram,
+    NativeUnavailable,
+    c_compiler,
+    packet,
+)
 from ecntune.switch.program import Program
 from ecntune.switch.runtime import AssertionFailure, Pkt
 from ecntune.switch.tables import ActionCall, Entry, EntryError, Table
@@ -365,6 +372,36 @@ def test_a_table_change_reaches_the_native_lookup_at_once() -> None:
     assert native_port() == dropped != 5
 
 
+def test_changes_in_a_batch_reach_the_native_lookup_together_when_it_ends() -> None:
+    """What a P4Runtime Write's slice does (Switch.editing): a route inserted and pointed
+    elsewhere inside batched() is not seen natively until the batch ends, then all at once."""
+    prog = compile_program(json.loads(PROGRAM.json_path.read_text()))
+    nat = NativeProgram(prog)
+    frame = bytes(Ether() / IP(dst="10.0.9.9") / TCP())
+    forward = prog.action_by_name("EcnIngress.forward")
+    table = prog.tables["EcnIngress.ipv4_lpm"]
+
+    def egress_spec() -> int:  # ingress alone, natively
+        f = prog.layout.template()
+        f[prog.slots["standard_metadata.ingress_port"]] = 1
+        f[prog.slots["standard_metadata.packet_length"]] = len(frame)
+        g, pkt = nat.fields(f), packet(frame)
+        nat.parse(g, pkt)
+        nat.ingress(g, pkt)
+        return int(g[prog.slots["standard_metadata.egress_spec"]])
+
+    for port, member in ((3, 1), (5, 2)):
+        prog.profiles[table.profile.name].add_member(member, forward.id, (port, 0, 0))
+    dropped = egress_spec()
+    with nat.batched():
+        table.insert([(0x0A000900, 24)], 0, ActionCall(member=1))
+        table.modify([(0x0A000900, 24)], 0, ActionCall(member=2))
+        with nat.batched():  # nested: the outer batch still holds the changes
+            pass
+        assert egress_spec() == dropped != 5
+    assert egress_spec() == 5
+
+
 def test_a_started_switch_runs_ecn_p4_natively_and_answers_a_packet_out() -> None:
     """The native engine end to end without root: a PacketOut from the controller goes
     through the C loop's inject ring, ecn.p4 writes the port's thresholds into the
@@ -450,12 +487,72 @@ def first_match(table: Table, values: tuple[int, ...]) -> Entry | None:
     return max(hits, key=lambda e: e.key[lpm[0]][1] if lpm else 0, default=None)
 
 
+def churn(
+    pair: Pair, tables: list[tuple[Table, Table]], rng: random.Random, done: Counter[str], n: int
+) -> None:
+    """n random changes, the same in both programs: entries inserted, modified and deleted;
+    where the table is indirect, members and groups changed under the entries too."""
+    for _ in range(n):
+        py_t, nat_t = rng.choice(tables)
+        ops = ["insert", "insert", "modify", "delete"] if py_t.entries else ["insert"]
+        profile = py_t.profile
+        if profile is not None:
+            ops += ["new member", "member"] + (["group"] if profile.has_selector else [])
+        op = rng.choice(ops)
+        if op in ("new member", "member", "group"):
+            assert profile is not None
+            nat_profile = pair.nat_prog.profiles[profile.name]
+            aid = rng.choice(sorted(py_t.action_ids))
+            data = random_data(pair.py, aid, rng)
+            if op == "group":  # 1-4 stay groups, their members drawn anew
+                group, members = rng.randint(1, 4), rng.sample(range(1, 9), rng.randint(0, 4))
+                for p in (profile, nat_profile):
+                    p.set_group(group, members, create=False)
+            elif op == "member":  # 1-8 stay members
+                member = rng.randint(1, 8)
+                for p in (profile, nat_profile):
+                    p.modify_member(member, aid, data)
+            else:  # told to nobody until an entry names it
+                member = 9 + done[op]
+                key = [random_match(k.match_type, k.width, rng) for k in py_t.key]
+                for p in (profile, nat_profile):
+                    p.add_member(member, aid, data)
+                with contextlib.suppress(EntryError):
+                    py_t.insert(key, 0, ActionCall(member=member))
+                    nat_t.insert(key, 0, ActionCall(member=member))
+            done[op] += 1
+            continue
+        if op == "insert":
+            key = [random_match(k.match_type, k.width, rng) for k in py_t.key]
+            priority = rng.choice([1, 2, 500]) if py_t.needs_priority else 0  # ties too
+            call = random_call(pair, py_t, rng)
+            with contextlib.suppress(EntryError):  # a duplicate match: skip both
+                py_t.insert(key, priority, call)
+                nat_t.insert(key, priority, call)
+                done[op] += 1
+            continue
+        entry = rng.choice(list(py_t.entries.values()))
+        if op == "modify":
+            call = random_call(pair, py_t, rng)
+            for t in (py_t, nat_t):
+                t.modify(list(entry.key), entry.priority, call)
+        else:
+            for t in (py_t, nat_t):
+                t.delete(list(entry.key), entry.priority)
+        done[op] += 1
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["one-by-one", "batched"])
 @pytest.mark.parametrize("name", ["ecn", "match_kinds"])
-def test_entries_changed_one_at_a_time_leave_the_lookups_a_rebuild_would_make(name: str) -> None:
+def test_entries_changed_one_at_a_time_leave_the_lookups_a_rebuild_would_make(
+    name: str, batched: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Inserts, modifies and deletes in random order, and members and groups changed under
     the entries that name them (issue 21: an entry costs one entry's work, not the
     table's): the Python lookup finds what a brute-force search finds, the native arrays
-    equal those a rebuild from every entry makes, and packets run the same."""
+    equal those a rebuild from every entry makes, and packets run the same; each round's
+    changes applied as they come or, as a P4Runtime Write's slice does, in one batch
+    (spliced in, or past a few changes to one table rebuilt at the batch's end)."""
     rng = random.Random(f"churn-{name}")
     ecn = name == "ecn"
     if ecn:  # LPM over members and groups, exact, and exact + range (priorities)
@@ -469,55 +566,19 @@ def test_entries_changed_one_at_a_time_leave_the_lookups_a_rebuild_would_make(na
     fill_tables(pair, rng, per_table=10)
     tables = [(p, n) for p, n in pair.both_tables() if p.key and not p.const_entries]
     done: Counter[str] = Counter()
+    crowded: Counter[bool] = Counter()  # Batch.crowded's answers: splice it, or rebuild
+    judge = Batch.crowded
+
+    def counted(batch: Batch, i: int, mirror: Any) -> bool:
+        answer = judge(batch, i, mirror)
+        crowded[answer] += 1
+        return answer
+
+    monkeypatch.setattr(Batch, "crowded", counted)
     for round_ in range(24):
-        for _ in range(15):
-            py_t, nat_t = rng.choice(tables)
-            ops = ["insert", "insert", "modify", "delete"] if py_t.entries else ["insert"]
-            profile = py_t.profile
-            if profile is not None:
-                ops += ["new member", "member"] + (["group"] if profile.has_selector else [])
-            op = rng.choice(ops)
-            if op in ("new member", "member", "group"):
-                assert profile is not None
-                nat_profile = pair.nat_prog.profiles[profile.name]
-                aid = rng.choice(sorted(py_t.action_ids))
-                data = random_data(pair.py, aid, rng)
-                if op == "group":  # 1-4 stay groups, their members drawn anew
-                    group, members = rng.randint(1, 4), rng.sample(range(1, 9), rng.randint(0, 4))
-                    for p in (profile, nat_profile):
-                        p.set_group(group, members, create=False)
-                elif op == "member":  # 1-8 stay members
-                    member = rng.randint(1, 8)
-                    for p in (profile, nat_profile):
-                        p.modify_member(member, aid, data)
-                else:  # told to nobody until an entry names it
-                    member = 9 + done[op]
-                    key = [random_match(k.match_type, k.width, rng) for k in py_t.key]
-                    for p in (profile, nat_profile):
-                        p.add_member(member, aid, data)
-                    with contextlib.suppress(EntryError):
-                        py_t.insert(key, 0, ActionCall(member=member))
-                        nat_t.insert(key, 0, ActionCall(member=member))
-                done[op] += 1
-                continue
-            if op == "insert":
-                key = [random_match(k.match_type, k.width, rng) for k in py_t.key]
-                priority = rng.choice([1, 2, 500]) if py_t.needs_priority else 0  # ties too
-                call = random_call(pair, py_t, rng)
-                with contextlib.suppress(EntryError):  # a duplicate match: skip both
-                    py_t.insert(key, priority, call)
-                    nat_t.insert(key, priority, call)
-                    done[op] += 1
-                continue
-            entry = rng.choice(list(py_t.entries.values()))
-            if op == "modify":
-                call = random_call(pair, py_t, rng)
-                for t in (py_t, nat_t):
-                    t.modify(list(entry.key), entry.priority, call)
-            else:
-                for t in (py_t, nat_t):
-                    t.delete(list(entry.key), entry.priority)
-            done[op] += 1
+        batch = pair.nat.batched() if batched else contextlib.nullcontext()
+        with batch:
+            churn(pair, tables, rng, done, rng.randint(5, 40))
         for py_t, _ in tables:
             for entry in py_t.entries.values():
                 values = matching_values(py_t, entry, rng)
@@ -534,3 +595,4 @@ def test_entries_changed_one_at_a_time_leave_the_lookups_a_rebuild_would_make(na
                 np.testing.assert_array_equal(a, rebuilt[array], err_msg=f"{i} {array}")
     assert min(done[op] for op in ("insert", "modify", "delete")) > 40, done
     assert not ecn or min(done[op] for op in ("new member", "member", "group")) > 5, done
+    assert (crowded[False] > 20 and crowded[True] > 20) if batched else not crowded, crowded
