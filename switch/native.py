@@ -6,9 +6,10 @@ of its source (a program loads in milliseconds the second time), and loads it wi
 ctypes. The Program's Python objects stay the control plane's view: P4Runtime and the
 ctl CLI keep editing `Table`s and `ActionProfile`s, which tell this module (`on_change`)
 what changed: an entry inserted, modified or deleted changes that one entry's place in the
-table's arrays for the C lookup (`TableArrays`), anything else rebuilds them. Registers
-and counters move into arrays the C code writes in place and P4Runtime reads without
-stopping anything.
+table's arrays for the C lookup (`TableArrays`), anything else rebuilds them, and a
+P4Runtime Write's slice of updates reaches the lookup at once (`NativeProgram.batched`).
+Registers and counters move into arrays the C code writes in place and P4Runtime reads
+without stopping anything.
 
 A Program runs either natively or in Python, never both: attaching a NativeProgram
 moves its registers' and counters' cells into arrays (the same objects, so whoever holds
@@ -379,7 +380,7 @@ class Batch:
     rebuild: set[int] = field(default_factory=set)
     changes: Counter[int] = field(default_factory=Counter)
 
-    # A splice costs ~45 µs, a rebuild ~2.5 µs an entry (issue 21's measurements): past
+    # A splice costs ~45 µs, a rebuild ~2.5 µs an entry (2-core VM, 2026-11-28): past
     # 8 + n/16 changes to a table of n entries one rebuild at the end is the cheaper.
     def crowded(self, i: int, mirror: TableArrays) -> bool:
         """Count one more change to table i; whether it is to be rebuilt at the end."""
