@@ -174,7 +174,7 @@ def control_latencies(rig: Testbed) -> dict[str, dict[str, float] | None]:
     out["p4runtime_noop_read"] = latency_ms(lambda _: c.read(c.table_entry(enc.TABLE_POLICY_PORT)))
     out["p4runtime_insert"] = latency_ms(lambda i: rig.route(f"10.1.{i // 250}.{i % 250}", 32, [1]))
     out["p4runtime_read"] = latency_ms(lambda _: c.read(c.table_entry(enc.TABLE_IPV4, {})), 50)
-    out["p4runtime_insert_900_routes"] = insert_into_a_full_table(rig)
+    out["p4runtime_insert_900_routes"] = insert_among_900_routes(rig)
     regs = enc.encode_thresholds(3000, 9000, 0.2)
 
     def by_packet_out(_: int) -> None:
@@ -194,22 +194,26 @@ def control_latencies(rig: Testbed) -> dict[str, dict[str, float] | None]:
     return out
 
 
-def insert_into_a_full_table(rig: Testbed) -> dict[str, float]:
-    """Single inserts into the routing table once it holds ~900 routes (its size is 1024):
-    a target whose work per insert grows with the table shows it here, against
-    p4runtime_insert's ~100. The routes are taken out again afterwards."""
+def host_routes(rig: Testbed, first: int, n: int) -> list:
+    """n /32 routes from address `first` up, to the rig's first next hop (table entries to
+    insert and delete directly, without the rig's forwarding plan)."""
     from ecntune.p4src import encoding as enc
 
     c = rig.client
     member = next(iter(rig.forwarding.members.values()))
+    return [
+        c.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (first + i, 32)}, member=member)
+        for i in range(n)
+    ]
 
-    def routes(first: int, n: int) -> list:
-        return [
-            c.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (first + i, 32)}, member=member)
-            for i in range(n)
-        ]
 
-    filler, measured = routes(0x0C000000, LARGE_TABLE_FILL), routes(0x0D000000, 100)
+def insert_among_900_routes(rig: Testbed) -> dict[str, float]:
+    """Single inserts into the routing table once it holds ~900 routes (its size is 1024):
+    a target whose work per insert grows with the table shows it here, against
+    p4runtime_insert's ~100. The routes are taken out again afterwards."""
+    c = rig.client
+    filler = host_routes(rig, 0x0C000000, LARGE_TABLE_FILL)
+    measured = host_routes(rig, 0x0D000000, 100)
     c.insert(*filler)
     try:
         return latency_ms(lambda i: c.insert(measured[i]), len(measured))
@@ -265,15 +269,9 @@ def latency_under_control_load(rig: Testbed) -> dict[str, dict[str, Any]]:
     under 10 ms while a maximal Read or a burst of writes runs), idle in the same run."""
     from finsy.proto import p4r
 
-    from ecntune.p4src import encoding as enc
-
     c = rig.client
     every_register = p4r.Entity(register_entry=p4r.RegisterEntry())  # id 0: all of them
-    member = next(iter(rig.forwarding.members.values()))
-    batch = [
-        c.table_entry(enc.TABLE_IPV4, {"hdr.ipv4.dst_addr": (0x0B000000 + i, 32)}, member=member)
-        for i in range(WRITE_BATCH)
-    ]
+    batch = host_routes(rig, 0x0B000000, WRITE_BATCH)
 
     def write_burst() -> None:
         c.insert(*batch)

@@ -149,9 +149,10 @@ class NativeProgram:
         self._batch: Batch | None = None  # inside batched()
         self._slots = (ctypes.c_void_p * max(len(cc.tables), 1)).in_dll(self.lib, "ect_tab")
         for i, name in enumerate(cc.tables):
-            table = program.tables[name]
-            table.on_change = lambda change, entry, i=i: self._on_table_change(i, change, entry)
             self.sync_table(i)
+            program.tables[name].on_change = lambda change, entry, i=i: self._on_table_change(
+                i, change, entry
+            )
         for profile in program.profiles.values():
             profile.on_change = lambda p=profile: self.sync_profile(p)
 
@@ -216,13 +217,10 @@ class NativeProgram:
         21: a full rebuild made every insert O(table) in Python), up to the point in a batch
         where one rebuild at its end is cheaper (Batch.crowded)."""
         mirror = self._mirrors[i]
+        assert mirror is not None  # every table is synced once before its on_change is set
         if change == "default":
             self._changed(i)
-        elif (
-            entry is None
-            or mirror is None
-            or (self._batch is not None and self._batch.crowded(i, mirror))
-        ):
+        elif entry is None or (self._batch is not None and self._batch.crowded(i, mirror)):
             self._rebuild(i)
         else:
             if change != "insert":

@@ -209,7 +209,7 @@ class Table:
     # -- lookup (per packet) ----------------------------------------------------------
 
     def _rebuild(self) -> None:
-        """Index every entry anew (at creation and after clear)."""
+        """Index every entry anew (at creation, after const entries, after clear)."""
         self._scan: list[Entry] = []
         self._len_dicts: dict[int, dict[tuple, Entry]] = {}
         self._by_len: list[tuple[int, dict[tuple, Entry]]] = []
