@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ecntune import plots
 from ecntune.agent.actions import ActionTemplate, acc_template
 from ecntune.agent.ddqn import hold_idle_ports
 from ecntune.agent.features import FEATURE_NAMES, HISTORY, FeatureSet, observation
@@ -365,10 +366,7 @@ def write_curve(curve: list[dict[str, float]], out: Path) -> None:
     """agreement.csv and agreement.png: how much of the agent a table of each size keeps."""
     import csv
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plots.pyplot()
 
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "agreement.csv", "w", newline="") as f:
@@ -386,9 +384,7 @@ def write_curve(curve: list[dict[str, float]], out: Path) -> None:
     ax.set_ylim(0, 100)
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "agreement.png", dpi=120)
-    plt.close(fig)
+    plots.save(fig, out / "agreement.png")
 
 
 def write_judgement(result: Any, agent: str, tree: str, distilled: Distilled, out: Path) -> str:

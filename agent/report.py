@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ecntune import plots
 from ecntune.agent.evaluate import (
     COMPARED,
     Comparison,
@@ -251,10 +252,7 @@ def _csv(path: Path, rows: list[dict[str, Any]], fields: list[str] | None = None
 def _plot_comparisons(result: MixResult, comps: list[dict[str, Any]], path: Path) -> None:
     """Forest plot: per metric, each agent's relative difference with its CI, per scenario
     (against its best static) and over the mix (against the single best static)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plots.pyplot()
 
     scopes = ["mix", *(sc.label for sc in result.scenarios)]
     tall = 0.5 * len(scopes) * max(1.0, len(result.agents) / 4) + 2
@@ -281,9 +279,7 @@ def _plot_comparisons(result: MixResult, comps: list[dict[str, Any]], path: Path
         ax.set_title(LABELS[metric] + (" (higher better)" if metric == "goodput" else ""))
     axes[0].legend(fontsize=7)
     fig.suptitle("Learned policy vs the best static setting in hindsight (mix: single best)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.save(fig, path, dpi=110)
 
 
 def _plot_frontier(
@@ -293,10 +289,7 @@ def _plot_frontier(
     single best static: the statics trace the frontier an operator can choose from, an
     agent below it gets faster mice at the same goodput. Unpaired means (each policy's own
     completed flows, geometric over scenarios): a picture; the paired tables judge."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plots.pyplot()
 
     def mice(name: str) -> float:
         return float(np.exp(np.mean([np.log(r["mice_mean"]) for r in rows if r["policy"] == name])))
@@ -324,19 +317,14 @@ def _plot_frontier(
     ax.set_ylabel(f"mice mean slowdown, % vs {result.single_best} (lower better)")
     ax.set_title("Over the mix: the statics' frontier and the agents (unpaired means)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.save(fig, path, dpi=110)
 
 
 def _plot_settings(result: MixResult, path: Path) -> None:
     """Adaptation, directly: the kmin/kmax each agent set on busy ports against the queue it
     saw, over every held-out scenario (one colour per scenario). A flat band is a static
     policy in disguise."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plots.pyplot()
 
     cols = min(4, max(1, len(result.agents)))
     rows = -(-max(1, len(result.agents)) // cols)
@@ -359,19 +347,14 @@ def _plot_settings(result: MixResult, path: Path) -> None:
         ax.set_ylabel("kmin (dots) / kmax (crosses) chosen, KB")
         ax.set_title(agent)
         ax.legend(fontsize=6, markerscale=4)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.save(fig, path, dpi=110)
 
 
 def _plot_actions(result: MixResult, path: Path) -> None:
     """Adaptation across scenarios: the kmin and kmax each agent held on busy ports in every
     scenario (load, incast degree, workload), in units of the port's α, sized by how often.
     One dot per agent at the same height in every column is a static policy."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plots.pyplot()
 
     n = max(1, len(result.agents))
     fig, axes = plt.subplots(n, 1, figsize=(1.6 * len(result.scenarios) + 3, 2.6 * n),
@@ -392,6 +375,4 @@ def _plot_actions(result: MixResult, path: Path) -> None:
                            [sc.label.replace(" ", "\n", 2) for sc in result.scenarios],
                            fontsize=7)  # fmt: skip
     fig.suptitle("Settings held on busy ports per scenario (marker area: share of intervals)")
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.save(fig, path, dpi=110, rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ecntune import plots
 from ecntune.agent.evaluate import Judge
 from ecntune.agent.rewards import Reward, RewardWeights
 from ecntune.sim.scenario import SimScenario
@@ -151,10 +152,7 @@ class TrainingLog:
 
     def write(self, title: str, explore: str) -> None:
         """learning_curve.png (reward, exploration and, if judged, mice FCT over time)."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = plots.pyplot()
 
         judged = [r for r in self.curve if "judge_mice_mean" in r]
         fig, axes = plt.subplots(1, 2 if judged else 1, figsize=(11 if judged else 6, 3.5))
@@ -179,9 +177,7 @@ class TrainingLog:
             ax.set_ylabel("mice (< 100 KB) mean FCT slowdown")
             ax.set_title("unseen episodes")
             ax.legend()
-        fig.tight_layout()
-        fig.savefig(self.out / "learning_curve.png", dpi=120)
-        plt.close(fig)
+        plots.save(fig, self.out / "learning_curve.png")
 
 
 def first_beat(out: Path) -> dict[str, str] | None:

@@ -71,6 +71,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from bench_control_loop import INTERVAL_S, send  # its rig (bench/ is on sys.path)
 
+from ecntune import plots
 from ecntune.controller.app import TIMINGS_KEPT, SwitchRunner, run_in_background
 from ecntune.controller.config import ControllerConfig
 from ecntune.testbed import Alternating, Testbed
@@ -261,10 +262,7 @@ def ran_problem(ticks: int, writes: int, steady_s: float, counters: dict[str, An
 
 
 def plot(samples: list[Sample], warm_s: float, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plots.pyplot()
 
     t = np.array([s.time_s for s in samples])
     fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
@@ -275,9 +273,7 @@ def plot(samples: list[Sample], warm_s: float, path: Path) -> None:
         ax.legend(loc="upper right")
     axes[-1].set_xlabel("time since the controller was ready (s)")
     fig.suptitle("controller and switch memory under PacketOut threshold writes")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    plots.save(fig, path, dpi=100)
 
 
 def report(

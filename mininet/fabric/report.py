@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ecntune import plots
 from ecntune.fabric.scenario import sent_files
 from ecntune.telemetry import PortTelemetry
 from ecntune.topology import MTU_BYTES, Topology
@@ -456,10 +457,7 @@ def _switch_section(phases: list[Phase]) -> str:
 
 def plot_switch_thresholds(phases: list[Phase], path: Path) -> None:
     """kmin and kmax of every port whose registers changed, per in-switch phase."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plots.pyplot()
 
     shown = [p for p in phases if p.switch_thresholds]
     fig, axes = plt.subplots(len(shown), 1, figsize=(9, 3 * len(shown)), squeeze=False)
@@ -481,9 +479,7 @@ def plot_switch_thresholds(phases: list[Phase], path: Path) -> None:
         ax.grid(alpha=0.3)
         if ax.has_data():
             ax.legend(fontsize=6, ncol=3, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plots.save(fig, path)
 
 
 @dataclass(frozen=True)
@@ -677,10 +673,7 @@ def _pct(x: float) -> str:
 
 
 def plot_fct_cdfs(phases: list[Phase], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plots.pyplot()
 
     fig, axes = plt.subplots(1, len(SIZE_BUCKETS), figsize=(4 * len(SIZE_BUCKETS), 3.2))
     for phase in phases:
@@ -695,17 +688,12 @@ def plot_fct_cdfs(phases: list[Phase], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("CDF")
     axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plots.save(fig, path)
 
 
 def plot_queues(phases: list[Phase], path: Path) -> None:
     """Queue and kmin/kmax over time per busy port (the probes' estimate without telemetry)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plots.pyplot()
 
     fig, axes = plt.subplots(len(phases), 1, figsize=(9, 3 * len(phases)), squeeze=False)
     for ax, phase in zip(axes[:, 0], phases, strict=True):
@@ -727,9 +715,7 @@ def plot_queues(phases: list[Phase], path: Path) -> None:
         ax.grid(alpha=0.3)
         if ax.has_data():
             ax.legend(fontsize=6, ncol=3, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    plots.save(fig, path)
 
 
 def _fallback_warnings(summaries: list[PhaseSummary]) -> str:
