@@ -56,12 +56,15 @@ lock:
 # The root tests (Mininet, veths, real TCP) mostly wait on emulated traffic and the others
 # mostly compute, so they run side by side as two pytest processes: the root ones one after
 # another in the background (two fabrics at once would meet in the host's namespace), their
-# log printed when both are done; either failing fails the target.
+# log printed when both are done; either failing fails the target. A shell ignores Ctrl-C
+# in what it runs in the background, so the root run gets a job of its own (set -m) and the
+# trap passes Ctrl-C (or a TERM) on: it tears its fabrics down instead of running on.
 ROOT_TEST_LOG ?= $(VENV)/pytest-root.log
 
 test:
 	@echo "root tests run beside the others; their log: $(ROOT_TEST_LOG), printed at the end"
-	$(PY) -m pytest -m root > $(ROOT_TEST_LOG) 2>&1 & root_pid=$$!; \
+	set -m; $(PY) -m pytest -m root > $(ROOT_TEST_LOG) 2>&1 & root_pid=$$!; set +m; \
+	trap 'kill -INT $$root_pid 2>/dev/null || true' INT TERM; \
 	rest_rc=0; $(PY) -m pytest -m "not root" || rest_rc=$$?; \
 	root_rc=0; wait $$root_pid || root_rc=$$?; \
 	echo "=== root tests (pytest -m root), run beside the above ==="; cat $(ROOT_TEST_LOG); \
