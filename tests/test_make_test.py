@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,10 +42,7 @@ print(f"{suite} suite's output")
 sys.exit(int(os.environ.get(f"{suite.upper()}_RC", "0")))
 """
 
-pytestmark = pytest.mark.skipif(
-    subprocess.run(["which", "make"], capture_output=True).returncode != 0,
-    reason="make is not installed",
-)
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
 
 def make_test(tmp_path: Path, **env: str) -> subprocess.Popen[str]:
