@@ -59,13 +59,16 @@ lock:
 # log printed when both are done; either failing fails the target. A shell ignores Ctrl-C
 # in what it runs in the background, so the root run gets a job of its own (set -m) and the
 # trap passes Ctrl-C (or a TERM) on: it tears its fabrics down instead of running on.
+# The others are split over TEST_WORKERS pytest-xdist processes, a whole module each (a
+# module's fixtures train or simulate once); TEST_WORKERS=0 runs them in one process.
 ROOT_TEST_LOG ?= $(VENV)/pytest-root.log
+TEST_WORKERS ?= 2
 
 test:
 	@echo "root tests run beside the others; their log: $(ROOT_TEST_LOG), printed at the end"
 	set -m; $(PY) -m pytest -m root > $(ROOT_TEST_LOG) 2>&1 & root_pid=$$!; set +m; \
 	trap 'kill -INT $$root_pid 2>/dev/null || true' INT TERM; \
-	rest_rc=0; $(PY) -m pytest -m "not root" || rest_rc=$$?; \
+	rest_rc=0; $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not root" || rest_rc=$$?; \
 	root_rc=0; wait $$root_pid || root_rc=$$?; \
 	echo "=== root tests (pytest -m root), run beside the above ==="; cat $(ROOT_TEST_LOG); \
 	echo "pytest exit codes: not root $$rest_rc, root $$root_rc"; \
