@@ -113,6 +113,16 @@ class EcnTest(BaseTest):
             sent.append(time.monotonic())
         return sent
 
+    @staticmethod
+    def queued_behind(sent_at: list[float], pps: float) -> list[bool]:
+        """For packets 1 .. n-2 of a burst into a queue draining `pps` packets a second:
+        whether the next packet stood behind it. Packet i leaves no earlier than i service
+        times after the first send (sent_at[0], from `burst`), so if packet i + 1 was on the
+        wire before that (its send returned at sent_at[i + 2]) it queued behind packet i.
+        A sender descheduled mid-burst (a loaded machine) leaves those packets free."""
+        n = len(sent_at) - 1
+        return [sent_at[i + 2] < sent_at[0] + i / pps for i in range(1, n - 1)]
+
     # -- ECN settings ----------------------------------------------------------------------
 
     def slow_queue(self, port: int, pps: int, depth: int = 2000) -> None:

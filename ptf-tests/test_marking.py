@@ -32,14 +32,9 @@ class MarkingTest(EcnTest):
         marked; the last one, with nothing behind it, keeps its `ecn` bits.
 
         The first packet may or may not see the second behind it, depending on when the
-        target's egress runs. Packet i leaves no earlier than i service times after packet 0
-        was sent, so if packet i + 1 was on the wire before that (its send returned at
-        sent_at[i + 2]; sent_at[0] is taken before the first send), it stood behind packet
-        i, which must be marked. On an idle machine the burst is sent in a few ms: that is
-        every packet in the middle. A sender descheduled mid-burst (a loaded CI machine)
-        leaves the packets it was late for free either way."""
-        n, start = len(marks), self.sent_at[0]
-        queued_behind = [self.sent_at[i + 2] < start + i / self.pps for i in range(1, n - 1)]
+        target's egress runs; the packets after it are judged by `queued_behind`. On an
+        idle machine the burst is sent in a few ms: that is every packet in the middle."""
+        queued_behind = self.queued_behind(self.sent_at, self.pps)
         for i, behind in enumerate(queued_behind, 1):
             if behind:
                 self.assertEqual(marks[i], CE, f"packet {i} had packet {i + 1} behind it")

@@ -125,11 +125,9 @@ OWNER = textwrap.dedent(
     # (`ci & ...`) with SIGINT ignored, and children inherit that
     signal.signal(signal.SIGINT, signal.default_int_handler)
     with Fabric(preset("tiny"), FabricOptions(switch="bridge")) as fab:
-        # a traffic process too (writing to a file, as scenario tools do, so it outlives
-        # a killed owner), so the test sees tools die with the fabric
-        # (it prints one line: read, nothing more is written to the pipe once the owner is
-        # gone). The rid only once it listens: before that it may still be mnexec joining
-        # h4's namespace, which a killed owner's shells take with them (seen under stress).
+        # a receiver too, so the test sees tools die with the fabric; the rid is printed
+        # only once its one line ("listening") is read, as before that it may still be
+        # mnexec joining h4's namespace
         argv = [sys.executable, "-m", "ecntune.traffic.receiver", "--out", "/dev/null"]
         rx = fab.host("h4").popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert rx.stdout.readline().startswith(b"listening")
