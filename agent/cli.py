@@ -44,7 +44,9 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
         "--incast-from-s", type=float, default=0.0,
         help="the first burst this far into the episode (an incast storm mid-run)",
     )  # fmt: skip
-    p.add_argument("--transport", default="dctcp", choices=["dctcp", "dcqcn", "reno_ecn"])
+    p.add_argument(
+        "--transport", default="dctcp", choices=["dctcp", "dcqcn", "reno_ecn", "cubic_ecn"]
+    )
     p.add_argument(
         "--episode-s", type=float, default=None,
         help="simulated seconds per episode (default: 4 emulated fabrics, 0.02 datacenter ones)",

@@ -154,7 +154,9 @@ class StaticPolicy:
 def _settings(preset: str, link_bps_history: Array) -> EcnThresholds:
     """A static policy's answer for the ports' latest speeds, compiled once per preset and
     port count: the controller calls it every interval (no op-by-op JAX there)."""
-    link_bps = jnp.asarray(link_bps_history)[-1]
-    if preset in PRESETS:
-        return PRESETS[preset](link_bps)
-    return explicit(preset, link_bps)
+    return thresholds_of(preset, jnp.asarray(link_bps_history)[-1])
+
+
+def thresholds_of(setting: str, link_bps: Array) -> EcnThresholds:
+    """A static setting (a preset's name or 'kmin,kmax,pmax') for ports of speed `link_bps`."""
+    return PRESETS[setting](link_bps) if setting in PRESETS else explicit(setting, link_bps)

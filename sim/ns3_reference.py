@@ -117,18 +117,18 @@ def leafspine_flows(env, params, until_s: float) -> list[tuple[int, int, int, in
 
 def run_leafspine(
     exe: Path, flows: list[tuple[int, int, int, int, float]], topology, duration_s: float,
-    preset: str, buffer_bytes: float,
+    setting: str, buffer_bytes: float,
 ) -> dict:  # fmt: skip
-    """leafspine.cc on `topology` (a leaf_spine preset) with a static preset of
-    agent/static.py ("secn1", "secn2", ...) on every switch port, as the simulator applies
-    it: its 25 Gbit/s values, scaled with each port's rate where the preset scales. Its JSON
+    """leafspine.cc on `topology` (a leaf_spine preset) with a static setting of
+    agent/static.py ("secn1", "4a,4a,1", ...) on every switch port, as the simulator applies
+    it: its 25 Gbit/s values, scaled with each port's rate where the setting scales. Its JSON
     report, plus the wall seconds the simulation took (`wall_s`)."""
     import tempfile
     import time
 
-    from ecntune.agent.static import PRESETS
+    from ecntune.agent.static import thresholds_of
 
-    at_25g, at_100g = (PRESETS[preset](jnp.float32(bps)) for bps in (25e9, 100e9))
+    at_25g, at_100g = (thresholds_of(setting, jnp.float32(bps)) for bps in (25e9, 100e9))
     kmin_bytes, kmax_bytes, pmax = (float(x) for x in at_25g)
     scale_with_rate = bool(at_100g.kmin_bytes != at_25g.kmin_bytes)
 

@@ -1,11 +1,19 @@
 """Congestion control of the simulated hosts: how each flow reacts to acks, marks and losses.
 
-All three run on per-flow arrays, one call per simulator step, with the acknowledged and
+All run on per-flow arrays, one call per simulator step, with the acknowledged and
 ECN-echoed bytes that arrived in that step (one base RTT after delivery).
 
-- `reno_ecn`: what Mininet hosts run here (cubic/reno with classic ECN, no DCTCP module):
-  slow start, then one MSS per RTT; an ECN echo or a loss halves the window at most once
-  per window (RFC 3168).
+- `reno_ecn` and `cubic_ecn`: classic ECN (RFC 3168), what Mininet hosts run here (no DCTCP
+  module; Linux's default is cubic): slow start, then additive increase; a window that
+  carried an ECN echo or a loss is cut once, by half (Reno) or to 0.7 (cubic's β, with
+  its TCP-friendly growth of 3(1−β)/(1+β) MSS per RTT: at these RTTs cubic's own curve,
+  K = ∛(W·(1−β)/0.4) seconds to regain W, grows slower, so the friendly one governs).
+  Each packet is marked with the RED probability, so a window of packets carries at
+  least one mark (or loss) with probability 1 − exp(−m), m its expected marked (or lost)
+  packets; the fluid window takes the expected outcome (Misra, Gong & Towsley's fluid
+  TCP/RED model: a cut rate of W·p per window for small p). A cut that only happened in
+  expectation still ends slow start once it was the likelier outcome. Without this every
+  window that saw any fraction of a mark was cut, and pmax made no difference to them.
 - `dctcp`: DCTCP (Alizadeh et al.): alpha <- (1-g) alpha + g F once per window, F the
   fraction of marked bytes, g = 1/16; cwnd <- cwnd (1 - alpha/2) when the window saw marks.
 - `dcqcn`: DCQCN (Zhu et al.) rate control with the HPCC simulator's defaults scaled to the
@@ -39,7 +47,8 @@ DCQCN_INCREASE_INTERVAL_S = 300e-6
 DCQCN_FAST_RECOVERY = 5
 DCQCN_AI_OF_LINE = 1 / 5000  # R_AI: 5 Mbit/s at 25 Gbit/s
 DCQCN_HAI_OF_LINE = 1 / 500  # R_HAI: 50 Mbit/s
-TRANSPORTS = ("reno_ecn", "dctcp", "dcqcn")
+CUBIC_BETA = 717 / 1024  # Linux tcp_cubic.c's beta
+TRANSPORTS = ("reno_ecn", "cubic_ecn", "dctcp", "dcqcn")
 
 
 class CCState(NamedTuple):
@@ -106,18 +115,29 @@ def _next_window(s: CCState, done, wa, wm, wl, cwnd, **changes) -> CCState:
     )
 
 
-def _grow(s: CCState, cwnd: jnp.ndarray, acked: jnp.ndarray) -> jnp.ndarray:
-    """Slow start below ssthresh, one MSS per window above."""
-    return jnp.where(cwnd < s.ssthresh, cwnd + acked, cwnd + MSS * acked / jnp.maximum(cwnd, MSS))
+def _grow(s: CCState, cwnd: jnp.ndarray, acked: jnp.ndarray, mss_per_rtt: float = 1.0):
+    """Slow start below ssthresh, `mss_per_rtt` MSS per window above."""
+    avoid = cwnd + mss_per_rtt * MSS * acked / jnp.maximum(cwnd, MSS)
+    return jnp.where(cwnd < s.ssthresh, cwnd + acked, avoid)
 
 
-def reno_ecn(s: CCState, acked, marked, lost, dt, line_rate) -> CCState:
-    wa, wm, wl, done = _window(s, acked, marked, lost)
-    congested = done & ((wm > 0) | (wl > 0))
-    cwnd = _grow(s, s.cwnd, acked)
-    cwnd = jnp.where(congested, jnp.maximum(2 * MSS, s.cwnd / 2), cwnd)
-    ssthresh = jnp.where(congested, cwnd, s.ssthresh)
-    return _next_window(s, done, wa, wm, wl, cwnd, ssthresh=ssthresh)
+def _classic_ecn(beta: float, mss_per_rtt: float):
+    """RFC 3168 window CC that cuts to `beta` of its window, in expectation (docstring)."""
+
+    def update(s: CCState, acked, marked, lost, dt, line_rate) -> CCState:
+        wa, wm, wl, done = _window(s, acked, marked, lost)
+        p_cut = -jnp.expm1(-(wm + wl) / MTU_BYTES)  # P(a mark or loss in the window)
+        grown = _grow(s, s.cwnd, acked, mss_per_rtt)
+        cut = jnp.maximum(2 * MSS, s.cwnd * beta)
+        cwnd = jnp.where(done, p_cut * cut + (1 - p_cut) * grown, grown)
+        ssthresh = jnp.where(done & (p_cut >= 0.5), cwnd, s.ssthresh)
+        return _next_window(s, done, wa, wm, wl, cwnd, ssthresh=ssthresh)
+
+    return update
+
+
+reno_ecn = _classic_ecn(beta=0.5, mss_per_rtt=1.0)
+cubic_ecn = _classic_ecn(beta=CUBIC_BETA, mss_per_rtt=3 * (1 - CUBIC_BETA) / (1 + CUBIC_BETA))
 
 
 def dctcp(s: CCState, acked, marked, lost, dt, line_rate) -> CCState:
@@ -162,4 +182,4 @@ def dcqcn(s: CCState, acked, marked, lost, dt, line_rate) -> CCState:
     )  # fmt: skip
 
 
-UPDATES = {"reno_ecn": reno_ecn, "dctcp": dctcp, "dcqcn": dcqcn}
+UPDATES = {"reno_ecn": reno_ecn, "cubic_ecn": cubic_ecn, "dctcp": dctcp, "dcqcn": dcqcn}

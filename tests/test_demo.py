@@ -51,7 +51,7 @@ def test_demo_compares_static_ecn_with_the_agent(tmp_path: Path):
     for name in ("report.md", "comparison.csv", "summary.json", "fct_cdf.png", "queues.png"):
         assert (out / name).stat().st_size > 0, name
     summary = {s["phase"]: s for s in json.loads((out / "summary.json").read_text())}
-    assert set(summary) == {"static-secn1", "static-secn0", "acc-default"}
+    assert set(summary) == {"static-secn1", "static-2a_32a_0.2", "acc-default"}
     for s in summary.values():
         assert s["flows_sent"] > 0
         assert s["flows_completed"] == s["flows_sent"]  # incast bursts and flows complete

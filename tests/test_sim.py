@@ -169,6 +169,27 @@ def test_classic_ecn_swings_further_than_dctcp(reno2):
     assert reno2["utilisation"] < 0.95 < dctcp["utilisation"]
 
 
+def test_classic_ecn_hosts_feel_the_red_ramp():
+    """A classic-ECN window is cut with the probability that one of its packets was marked.
+    Before, any fraction of a mark cut it: a ramp from K behaved as a step at K whatever
+    its pmax (identical queues, checked). Now the ramp's mean queue exceeds the step's,
+    and a gentle ramp (pmax 0.05) holds it higher still, above K where marks begin."""
+    step = long_flows("reno_ecn", K, K, n_flows=2)["queue"].mean()
+    steep = long_flows("reno_ecn", K, 4 * K, n_flows=2, pmax=1.0)["queue"].mean()
+    gentle = long_flows("reno_ecn", K, 4 * K, n_flows=2, pmax=0.05)["queue"].mean()
+    assert step < 0.8 * steep
+    assert gentle > K
+    assert steep < 0.8 * gentle
+
+
+def test_cubic_cuts_gentler_than_reno(reno2):
+    """cubic's β = 0.7 against Reno's 0.5 at the same step threshold (K < C·RTT): a
+    shallower sawtooth that keeps more of the queue and the link."""
+    cubic = long_flows("cubic_ecn", K, K, n_flows=2)
+    assert cubic["queue"].min() > 2 * reno2["queue"].min()
+    assert cubic["utilisation"] > reno2["utilisation"] + 0.05
+
+
 def test_marking_is_the_p4_programs_rule():
     q = jnp.array([0.0, 1000.0, 1500.0, 2000.0, 2999.0, 3000.0, 9000.0])
     p = network.red_probability(q, 1000.0, 3000.0, 0.5)
