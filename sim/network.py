@@ -264,8 +264,8 @@ def step(params: Params, s: NetState, thresholds: jnp.ndarray, dt: float, kind: 
     q = s.queue  # the backlogs summed by the last step (less any a completion let go)
     qdelay = jnp.sum(jnp.where(hop_ok, q[link] / jnp.maximum(capacity[link], 1.0), 0.0), axis=1)
     rtt = f.base_rtt + qdelay
-    rate = transport.send_rate(kind, s.cc, rtt, f.line_rate)
-    inject = jnp.where(active, jnp.minimum(s.to_send, rate * dt), 0.0)
+    allowed = transport.injectable(kind, s.cc, s.sent, rtt, f.line_rate, dt)
+    inject = jnp.where(active, jnp.minimum(s.to_send, allowed), 0.0)
     backlog = s.backlog.at[:, 0].add(inject)
 
     # 2. every queue serves capacity·dt, shared by backlog — a backlog under one packet

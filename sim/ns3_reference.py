@@ -53,12 +53,13 @@ def build(directory: Path, program: str = "dumbbell") -> Path:
 
 def run(
     exe: Path, n: int, k_pkts: int, rate_bps: float, delay_s: float, duration_s: float,
-    flow_bytes: int = 0,
+    flow_bytes: int = 0, tcp: str = "ns3::TcpDctcp",
 ) -> dict:  # fmt: skip
     """One run; its JSON report (see dumbbell.cc)."""
     args = [
         f"--n={n}", f"--k={k_pkts}", f"--rate={rate_bps:.0f}bps",
         f"--delay={delay_s * 1e6:.0f}us", f"--duration={duration_s}", f"--bytes={flow_bytes}",
+        f"--tcp={tcp}",
     ]  # fmt: skip
     out = subprocess.run(
         [str(exe), *args], capture_output=True, text=True, check=True, timeout=600
@@ -67,12 +68,14 @@ def run(
 
 
 def sim_twin(
-    n: int, k_pkts: int, rate_bps: float, delay_s: float, flow_bytes: int, buffer_bytes: float
-):  # -> tuple[ecntune.sim.env.Env, jnp.ndarray]
+    n: int, k_pkts: int, rate_bps: float, delay_s: float, flow_bytes: int, buffer_bytes: float,
+    transport: str = "dctcp",
+):  # -> tuple[ecntune.sim.env.Env, jnp.ndarray]  # fmt: skip
     """The dumbbell as the simulator sees it: a star whose sender NICs and receiver port run
     at the bottleneck's rate and delay, n flows of `flow_bytes` starting together at
-    0.5 ms, step marking at K packets (kmin = kmax, pmax 1). Returns the environment and
-    its per-link thresholds for `network.trace`."""
+    0.5 ms, step marking at K packets (kmin = kmax, pmax 1), hosts running `transport`
+    (dumbbell.cc's --tcp: `dctcp` is TcpDctcp, `cubic_ecn` TcpCubic). Returns the
+    environment and its per-link thresholds for `network.trace`."""
     import dataclasses
 
     from ecntune.sim.env import Env
@@ -86,7 +89,7 @@ def sim_twin(
         load=0.0, duration_s=0.001, incast_degree=n,
         incast_period_s=0.001, incast_bytes=flow_bytes,
     )  # fmt: skip
-    env = Env.make(topo, traffic, "dctcp", buffer_bytes=buffer_bytes)
+    env = Env.make(topo, traffic, transport, buffer_bytes=buffer_bytes)
     k = jnp.full(env.n_ports, k_pkts * float(MTU_BYTES))
     return env, env._per_link(EcnThresholds(k, k, jnp.ones(env.n_ports)))
 

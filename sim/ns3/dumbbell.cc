@@ -4,7 +4,8 @@
 //   sender i --(access: rate, delay)--> left --(bottleneck: rate, delay)--> right
 //       --(receiver link: recvRate, recvDelay)--> receiver
 //
-// TcpDctcp on every host, ECN on, RedQueueDisc on the bottleneck egress (left -> right) as
+// TcpDctcp on every host (--tcp=ns3::TcpCubic or ns3::TcpNewReno: classic ECN, what the
+// emulation's Linux hosts run), ECN on, RedQueueDisc on the bottleneck egress (left -> right) as
 // DCTCP's step marker: QW = 1 (instantaneous queue), MinTh = MaxTh = K packets, not gentle,
 // ECN marks instead of drops, a buffer far above K. Device queues hold one packet so the
 // queue builds in the queue disc. The queue disc length is sampled every 100 us; at the end
@@ -83,6 +84,7 @@ main(int argc, char* argv[])
     std::string recvDelay = "0us";
     uint32_t bufferPkts = 10000;
     double duration = 0.2;
+    std::string tcp = "ns3::TcpDctcp";
 
     CommandLine cmd(__FILE__);
     cmd.AddValue("n", "number of senders", n);
@@ -96,6 +98,7 @@ main(int argc, char* argv[])
     cmd.AddValue("buffer", "bottleneck queue-disc size in packets", bufferPkts);
     cmd.AddValue("duration", "simulated seconds", duration);
     cmd.AddValue("bytes", "bytes per sender (0: unlimited, long flows)", g_flowBytes);
+    cmd.AddValue("tcp", "the hosts' TCP (ns-3 socket type)", tcp);
     cmd.Parse(argc, argv);
     if (accessRate.empty())
     {
@@ -107,7 +110,7 @@ main(int argc, char* argv[])
     }
     g_half = duration / 2;
 
-    ecntune::UseDctcpHosts();
+    ecntune::UseEcnHosts(tcp);
 
     ecntune::UseRedAsTheP4ProgramMarks();
     Config::SetDefault("ns3::RedQueueDisc::MinTh", DoubleValue(k));

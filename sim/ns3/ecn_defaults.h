@@ -1,17 +1,20 @@
 // What both ns-3 programs share: hosts that run DCTCP as ecntune.sim's `dctcp` transport
-// does, and RED configured to mark as the P4 program does.
+// does (or another ECN-capable TCP), and RED configured to mark as the P4 program does.
 #pragma once
 
 #include "ns3/core-module.h"
 
+#include <string>
+
 namespace ecntune
 {
-// TcpDctcp with ECN, 1500-byte IP packets, an ACK per segment, buffers that never limit.
+// TCP with ECN (TcpDctcp unless told otherwise), 1500-byte IP packets, an ACK per segment,
+// buffers that never limit.
 inline void
-UseDctcpHosts()
+UseEcnHosts(const std::string& tcp = "ns3::TcpDctcp")
 {
     using namespace ns3;
-    Config::SetDefault("ns3::TcpL4Protocol::SocketType", StringValue("ns3::TcpDctcp"));
+    Config::SetDefault("ns3::TcpL4Protocol::SocketType", StringValue(tcp));
     Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
     Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(1448));
     Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(1));

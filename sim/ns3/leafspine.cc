@@ -143,7 +143,7 @@ main(int argc, char* argv[])
     g_rx.assign(g_flows.size(), 0);
     g_done.assign(g_flows.size(), -1.0);
 
-    ecntune::UseDctcpHosts();
+    ecntune::UseEcnHosts();
     Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(1)));
 
     ecntune::UseRedAsTheP4ProgramMarks();

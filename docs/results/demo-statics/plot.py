@@ -1,6 +1,8 @@
 """statics.png and statics.csv: the demo's static grid in the emulation (run1/, run2/,
-`ecntune demo`) beside the same settings in the simulator with cubic hosts (sim-cubic/,
-`ecntune eval --transport cubic_ecn`). Run from this folder: python plot.py"""
+`ecntune demo`) beside the same settings in the simulator with cubic hosts
+(`ecntune eval --transport cubic_ecn`): as they are modelled now (sim-cubic/) and as they
+were, a fluid rate cut at a window's end (sim-cubic-fluid/, commit 292d764).
+Run: python docs/results/demo-statics/plot.py"""
 
 from __future__ import annotations
 
@@ -29,15 +31,16 @@ def emulation(run: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def simulator() -> dict[str, dict[str, float]]:
-    rows = csv.DictReader((HERE / "sim-cubic" / "policies.csv").open())
+def simulator(folder: str) -> dict[str, dict[str, float]]:
+    rows = csv.DictReader((HERE / folder / "policies.csv").open())
     return {r["policy"].removeprefix("static:"): {k: float(r[k]) for k in
             ("mice_mean", "mice_p99", "goodput_mbps")} for r in rows}  # fmt: skip
 
 
 def main() -> None:
     sources = {"emulation, run 1": emulation("run1"), "emulation, run 2": emulation("run2"),
-               "simulator, cubic hosts (4 episodes)": simulator()}  # fmt: skip
+               "simulator, cubic hosts (4 episodes)": simulator("sim-cubic"),
+               "simulator before, fluid cubic hosts": simulator("sim-cubic-fluid")}  # fmt: skip
     with (HERE / "statics.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["setting", "source", "mice_mean", "mice_p99", "goodput_mbps"])
@@ -47,7 +50,7 @@ def main() -> None:
                                        ("mice_mean", "mice_p99", "goodput_mbps"))])  # fmt: skip
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5), sharex=True)
     x = range(len(SETTINGS))
-    for (name, data), marker in zip(sources.items(), "os^", strict=True):
+    for (name, data), marker in zip(sources.items(), "os^v", strict=True):
         for ax, key in zip(axes, ("mice_mean", "mice_p99", "goodput_mbps"), strict=True):
             values = [data[s][key] for s in SETTINGS]
             best = max(values) if key == "goodput_mbps" else min(values)
