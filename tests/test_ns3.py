@@ -1,5 +1,7 @@
 """The fluid simulator against ns-3 (packet level) on two scenarios through one RED/ECN
-step-marking bottleneck (sim/ns3/dumbbell.cc): N long DCTCP flows, and an N:1 incast.
+step-marking bottleneck (sim/ns3/dumbbell.cc): N long DCTCP flows, and an N:1 incast (of
+DCTCP hosts, and of cubic hosts with classic ECN on the demo's 20 Mbit/s fabric); and on
+the 24-host leaf-spine (sim/ns3/leafspine.cc).
 
 ns-3: each sender on its own access link (the bottleneck's rate and delay) into a left
 router, the bottleneck link to a right router, a fast zero-delay link to the receiver.
