@@ -318,9 +318,10 @@ MIXES: dict[str, tuple[SimScenario, ...]] = {
 
 def _with_cubic_hosts(mix: str) -> tuple[SimScenario, ...]:
     """A star8-20ms storm mix's DCTCP scenarios with the emulation's cubic hosts instead."""
-    rows = MIXES[mix]
     return tuple(
-        dataclasses.replace(sc, transport="cubic_ecn") for sc in rows if sc.transport == "dctcp"
+        dataclasses.replace(sc, transport="cubic_ecn")
+        for sc in MIXES[mix]
+        if sc.transport == "dctcp"
     )
 
 

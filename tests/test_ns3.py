@@ -40,7 +40,13 @@ BUFFER = 1e6  # bytes in the sim (ns-3: 10000 packets); far above K, nothing is 
 SCENARIOS = {"1G-K5": (1e9, 5, 0.2, 0.1), "10G-K20": (10e9, 20, 0.05, 0.01)}
 # the demo's fabric: 20 Mbit/s, 5.125 ms a link (20.5 ms RTT), K of one and sixteen packets
 DEMO_FABRIC = {f"20M-K{k}": (20e6, k, 1.0, 0.6) for k in (1, 16)}
-DELAY_OF = dict.fromkeys(DEMO_FABRIC, 5.125e-3)
+
+
+def link_setup(scenario: str) -> tuple[float, int, float, float, float]:
+    """(rate, K packets, ns-3 seconds, sim seconds, one-way delay of every link)."""
+    if scenario in DEMO_FABRIC:
+        return (*DEMO_FABRIC[scenario], 5.125e-3)
+    return (*SCENARIOS[scenario], DELAY)
 
 
 @pytest.fixture(scope="module")
@@ -54,18 +60,14 @@ def dumbbell(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run_ns3(
     exe: Path, n: int, scenario: str, flow_bytes: int = 0, tcp: str = "ns3::TcpDctcp"
 ) -> dict:
-    rate, k, seconds, _ = (SCENARIOS | DEMO_FABRIC)[scenario]
-    return ns3_reference.run(
-        exe, n, k, rate, DELAY_OF.get(scenario, DELAY), seconds, flow_bytes, tcp
-    )
+    rate, k, seconds, _, delay = link_setup(scenario)
+    return ns3_reference.run(exe, n, k, rate, delay, seconds, flow_bytes, tcp)
 
 
 def run_sim(n: int, scenario: str, flow_bytes: int = int(1e9), transport: str = "dctcp") -> dict:
     """The same scenario in ecntune.sim: n flows start together at 0.5 ms into one port."""
-    rate, k_pkts, _, seconds = (SCENARIOS | DEMO_FABRIC)[scenario]
-    env, per_link = ns3_reference.sim_twin(
-        n, k_pkts, rate, DELAY_OF.get(scenario, DELAY), flow_bytes, BUFFER, transport
-    )
+    rate, k_pkts, _, seconds, delay = link_setup(scenario)
+    env, per_link = ns3_reference.sim_twin(n, k_pkts, rate, delay, flow_bytes, BUFFER, transport)
     _, state = env.reset(jax.random.key(0))
     steps = int(seconds / env.dt)
     net, (queues, tx) = network.trace(state.params, state.net, per_link, env.dt, transport, steps)
