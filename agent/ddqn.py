@@ -52,9 +52,12 @@ from ecntune.agent.rewards import Reward, trained_reward
 from ecntune.telemetry import EcnThresholds, PortTelemetry
 
 FORMAT = "ecntune-ddqn/1"
-# Trained for the demo's fabric (star8-20ms: 20 Mbit/s, 20.5 ms RTT) by the command in
-# docs/results/README.md; "acc:default" names it.
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "acc-star8-20ms.msgpack"
+# Trained for the demo's fabric (star8-20ms: 20 Mbit/s, 20.5 ms RTT) with the hosts its
+# emulation runs (cubic, classic ECN) by the command in docs/results/README.md ("Agents
+# trained with the emulation's hosts", seed 0); "acc:default" names it.
+DEFAULT_CHECKPOINT = (
+    Path(__file__).resolve().parent / "checkpoints" / "acc-star8-20ms-cubic.msgpack"
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -342,7 +342,7 @@ def _plot_settings(result: MixResult, path: Path) -> None:
             (line,) = ax.plot(q, kmin, ".", markersize=2, alpha=0.4, label=sc.label)
             ax.plot(q, kmax, "x", markersize=2, alpha=0.2, color=line.get_color())
         ax.set_xscale("symlog", linthresh=1)
-        ax.set_yscale("log")
+        ax.set_yscale("symlog", linthresh=1)  # linear below 1 KB: the zero level shows
         ax.set_xlabel("mean queue in the interval seen, KB")
         ax.set_ylabel("kmin (dots) / kmax (crosses) chosen, KB")
         ax.set_title(agent)
@@ -352,8 +352,8 @@ def _plot_settings(result: MixResult, path: Path) -> None:
 
 def _plot_actions(result: MixResult, path: Path) -> None:
     """Adaptation across scenarios: the kmin and kmax each agent held on busy ports in every
-    scenario (load, incast degree, workload), in units of the port's α, sized by how often.
-    One dot per agent at the same height in every column is a static policy."""
+    scenario (load, incast degree, workload), in units of the port's α (0: the zero level),
+    sized by how often. One dot per agent at the same height in every column is a static policy."""
     plt = plots.pyplot()
 
     n = max(1, len(result.agents))
@@ -367,7 +367,8 @@ def _plot_actions(result: MixResult, path: Path) -> None:
                 ax.scatter(np.full(vals.shape, i + dx), vals, s=200 * counts / counts.sum() + 4,
                            marker=marker, color="C0" if col == 0 else "C3",
                            label=name if i == 0 else None)  # fmt: skip
-        ax.set_yscale("log", base=2)
+        # linear below α: the zero level (SECN0's step, `--zero-level`) at 0, not dropped
+        ax.set_yscale("symlog", base=2, linthresh=1, linscale=0.5)
         ax.set_ylabel("α units")
         ax.set_title(f"{agent} (frozen ablation: {result.frozen[agent]})", fontsize=9)
         ax.legend(fontsize=7)
