@@ -172,6 +172,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="discount per interval (default: the algorithm's config, agent/ddqn.py, ippo.py)",
     )  # fmt: skip
     t.add_argument("--eps-decay", type=float, default=1000.0, help="ACC: ε decay, in intervals")
+    t.add_argument(
+        "--reward", choices=("paper", "mice-fct"), default="paper",
+        help="paper: the algorithm's paper's reward (agent/rewards.py); mice-fct: the "
+        "simulator's own mice FCTs in place of the queue term, which no switch telemetry "
+        "carries (an ablation; such an agent is judged in the simulator only)",
+    )  # fmt: skip
     t.add_argument("--save-every", type=int, default=10)
     t.add_argument(
         "--judge-episodes", type=int, default=0,
@@ -305,7 +311,8 @@ def run_train(args: argparse.Namespace) -> int:
         )
         start = time.monotonic()
         path = train(args.algo, scenario, args.episodes, out, args.seed, config,
-                     args.save_every, judge=judge, envs=args.envs)  # fmt: skip
+                     args.save_every, judge=judge, envs=args.envs,
+                     reward_kind="mice_fct" if args.reward == "mice-fct" else None)  # fmt: skip
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -53,9 +53,12 @@ def train(
     progress: bool = True,
     judge: Judge | None = None,
     envs: int = 8,
+    reward_kind: str | None = None,
 ) -> Path:
     """Train an ACC ("acc"), PET ("pet") or GraphCC ("graphcc") agent for at least
-    `episodes` episodes (whole rounds of `envs`); returns the checkpoint path."""
+    `episodes` episodes (whole rounds of `envs`); returns the checkpoint path.
+    `reward_kind`: the algorithm's own paper's reward unless given (agent/rewards.py:
+    "mice_fct", the simulator's privileged one, for an ablation)."""
     import jax
     from tqdm import tqdm
 
@@ -70,7 +73,8 @@ def train(
         raise ValueError(f"unknown algorithm {algo!r}; choose from {', '.join(algorithms)}")
     if envs < 1:
         raise ValueError(f"envs must be >= 1, got {envs}")
-    module, default_config, make, reward_kind = algorithms[algo]
+    module, default_config, make, paper_reward = algorithms[algo]
+    reward_kind = reward_kind or paper_reward
     config = config or default_config()
     scenarios = _scenarios(scenario)
     if len({sc.reward_weights for sc in scenarios}) > 1:

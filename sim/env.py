@@ -23,13 +23,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ecntune.agent.features import HISTORY, observation
-from ecntune.agent.rewards import LATENCY_FIRST, REWARDS, RewardWeights
+from ecntune.agent.features import HISTORY, observation, utilisation
+from ecntune.agent.rewards import LATENCY_FIRST, MICE_FCT, REWARDS, RewardWeights
 from ecntune.sim import network, transport
 from ecntune.sim.fabric import FabricArrays, build
 from ecntune.sim.schedule import EpisodeTraffic, PathTable, TrafficParams, path_table, sample
 from ecntune.telemetry import EcnThresholds, PortTelemetry, senders_estimate
 from ecntune.topology import MTU_BYTES, Topology
+from ecntune.traffic.fct import MICE_BYTES, ideal_fct
 
 RTT_STEPS = 20  # simulator steps per (shortest) base RTT, at least
 
@@ -55,7 +56,7 @@ class Env:
     incast_flows: int
     nic_marking: np.ndarray  # (links, 3): what non-port links mark with (host NICs)
     features: Literal["acc", "pet"] = "acc"
-    reward_kind: Literal["acc", "pet"] = "acc"
+    reward_kind: Literal["acc", "pet", "mice_fct"] = "acc"
     reward_weights: RewardWeights = LATENCY_FIRST
 
     @classmethod
@@ -68,7 +69,7 @@ class Env:
         dt: float | None = None,
         slots: int | None = None,
         features: Literal["acc", "pet"] = "acc",
-        reward: Literal["acc", "pet"] = "acc",
+        reward: Literal["acc", "pet", "mice_fct"] = "acc",
         reward_weights: RewardWeights = LATENCY_FIRST,
         buffer_bytes: float | None = None,
         nic_ce_s: float | None = None,
@@ -157,7 +158,10 @@ class Env:
         )
         tel = self._telemetry(net.counters, thresholds)
         history = jax.tree.map(lambda h, x: jnp.concatenate([h[1:], x[None]]), state.history, tel)
-        reward = REWARDS[self.reward_kind](tel, self.reward_weights)
+        if self.reward_kind == MICE_FCT:
+            reward = self._mice_fct_reward(state, net, tel)
+        else:
+            reward = REWARDS[self.reward_kind](tel, self.reward_weights)
         done = net.t >= self.traffic.duration_s
         info = {
             "telemetry": tel,
@@ -169,6 +173,22 @@ class Env:
         return observation(history, self.features), new, reward, done, info
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _mice_fct_reward(
+        self, before: EnvState, net: network.NetState, tel: PortTelemetry
+    ) -> jnp.ndarray:
+        """agent/rewards.py's MICE_FCT: ω1·utilisation + ω2·(mean 1/slowdown of the mice
+        that completed through the port in this interval; 1 where none did)."""
+        p = before.params
+        done = (before.net.fct < 0) & (net.fct >= 0) & (p.size < MICE_BYTES)  # (flows,)
+        ideal = ideal_fct(p.size, p.line_rate * 8.0, p.base_rtt, xp=jnp)
+        score = jnp.where(done, jnp.minimum(1.0, ideal / jnp.maximum(net.fct, 1e-9)), 0.0)
+        ports = jnp.asarray(self.fabric.ports)
+        through = jnp.any(p.path[:, :, None] == ports[None, None, :], axis=1)  # (flows, ports)
+        count = jnp.sum(through & done[:, None], axis=0)
+        mean = jnp.where(count > 0, (score @ through) / jnp.maximum(count, 1), 1.0)
+        w = self.reward_weights
+        return w.throughput * utilisation(tel) + w.delay * mean
 
     def _off(self) -> EcnThresholds:
         z = jnp.zeros(self.n_ports, jnp.float32)

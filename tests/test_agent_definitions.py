@@ -124,3 +124,41 @@ def test_a_checkpoint_says_which_reward_its_agent_was_trained_with():
     assert load_policy("acc:default").reward == Reward("acc", LATENCY_FIRST)
     pet = load_policy("pet:agent/checkpoints/pet-testbed24.msgpack")
     assert pet.reward == Reward("pet", RewardWeights(0.3, 0.7))
+
+
+def test_the_mice_fct_reward_scores_the_mice_that_completed_through_each_port():
+    """The simulator's privileged reward against its definition, recomputed here in numpy
+    from the flows' completions (traffic/fct.py's slowdown) and each flow's path."""
+    import jax
+
+    from ecntune.agent.features import utilisation
+    from ecntune.agent.static import thresholds_of
+    from ecntune.sim.scenario import SimScenario
+    from ecntune.traffic.fct import MICE_BYTES, ideal_fct, slowdown
+
+    env = SimScenario("star8", load=0.6, incast_degree=4, episode_s=0.5).env(reward="mice_fct")
+    _, state = env.reset(jax.random.key(3))
+    th = thresholds_of("1a,8a,1", env.link_bps())
+    p = jax.tree.map(np.asarray, state.params)
+    ports = np.asarray(env.fabric.ports)
+    scored = 0
+    for _ in range(env.episode_intervals):
+        before = np.asarray(state.net.fct)
+        _, state, reward, _, info = env.step(state, th)
+        after = np.asarray(info["fct"])
+        done = (before < 0) & (after >= 0) & (p.size < MICE_BYTES)
+        inverse = 1 / slowdown(after, ideal_fct(p.size, p.line_rate * 8, p.base_rtt))
+        expected = []
+        for port in ports:
+            through = done & np.any(p.path == port, axis=1)
+            expected.append(inverse[through].mean() if through.any() else 1.0)
+            scored += through.sum()
+        util = np.asarray(utilisation(info["telemetry"]))
+        np.testing.assert_allclose(reward, 0.3 * util + 0.7 * np.array(expected), rtol=1e-4)
+    assert scored > 20  # mice did complete through the ports: the mean was exercised
+    # no telemetry carries it: the controller refuses such an agent, saying why
+    with pytest.raises(ValueError, match="simulator"):
+        Reward("mice_fct")(telemetry())
+    assert trained_reward({"reward": {"kind": "mice_fct", "weights": [0.3, 0.7]}}, "acc") == (
+        Reward("mice_fct", LATENCY_FIRST)
+    )

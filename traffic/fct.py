@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -38,12 +39,13 @@ ALL = SizeBucket("all", 0, math.inf)
 
 
 def ideal_fct(
-    size_bytes: np.ndarray, link_bps: np.ndarray | float, base_rtt_s: float
+    size_bytes: np.ndarray, link_bps: np.ndarray | float, base_rtt_s: float, xp: Any = np
 ) -> np.ndarray:
-    """The FCT of each flow alone at line rate: base RTT + wire bytes / bottleneck rate."""
-    size = np.asarray(size_bytes, dtype=np.float64)
-    packets = np.maximum(1.0, np.ceil(size / MSS_BYTES))
-    return base_rtt_s + (size + packets * HEADER_BYTES) * 8.0 / np.asarray(link_bps)
+    """The FCT of each flow alone at line rate: base RTT + wire bytes / bottleneck rate
+    (`xp`: numpy, or jax.numpy inside the simulator's jitted reward)."""
+    size = xp.asarray(size_bytes, dtype=xp.float64 if xp is np else xp.float32)
+    packets = xp.maximum(1.0, xp.ceil(size / MSS_BYTES))
+    return base_rtt_s + (size + packets * HEADER_BYTES) * 8.0 / xp.asarray(link_bps)
 
 
 def slowdown(fct_s: np.ndarray, ideal_s: np.ndarray) -> np.ndarray:
