@@ -186,7 +186,8 @@ class Env:
         ports = jnp.asarray(self.fabric.ports)
         through = jnp.any(p.path[:, :, None] == ports[None, None, :], axis=1)  # (flows, ports)
         count = jnp.sum(through & done[:, None], axis=0)
-        mean = jnp.where(count > 0, (score @ through) / jnp.maximum(count, 1), 1.0)
+        total = score @ through.astype(score.dtype)
+        mean = jnp.where(count > 0, total / jnp.maximum(count, 1), 1.0)
         w = self.reward_weights
         return w.throughput * utilisation(tel) + w.delay * mean
 
