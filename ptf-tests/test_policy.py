@@ -25,7 +25,9 @@ from ecntune.telemetry import PortTelemetry
 INTERVAL_S = 0.2
 LINK_BPS = 10e6  # the speed the tree's keys are normalised by (the class of ports 1..4)
 START = (3000.0, 3000.0, 0.5)  # kmin = kmax: no coin flips
-CONFIG = TreeConfig("switch", levels=6, pmax=(0.1, 1.0), hold_idle=True)
+# 8 levels x 2 pmax: 72 actions, so each of the grid's 64 boxes answers its own (with 42,
+# boxes 42 apart answered alike: a burst and a lone pair could look like one decision)
+CONFIG = TreeConfig("switch", levels=8, pmax=(0.1, 1.0), hold_idle=True)
 BANDS = 8  # the grid tree: 8 bands of the queue key x 8 bands of the rate key
 
 
@@ -39,6 +41,7 @@ def grid_policy(shift: int) -> TreePolicy:
             lo.append([i * width, j * width, 0, 0, 0, 0])
             hi.append([(i + 1) * width, (j + 1) * width, *[QUANT_LEVELS] * 4])
             action.append((i * BANDS + j + shift) % CONFIG.template.n_actions)
+    assert len(set(action)) == len(action), "two boxes would answer the same action"
     tree = Tree(*(jnp.asarray(np.array(x), jnp.int32) for x in (lo, hi, action)))
     return TreePolicy(CONFIG, tree, Reward("acc"), name=f"grid+{shift}")
 
@@ -68,10 +71,13 @@ class PolicyTest(EcnTest):
     def interval(self, heavy: bool) -> None:
         """One interval's traffic towards port 2: a burst that queues behind the 400 pps
         port, or two lone packets; then wait the interval out."""
-        began = time.monotonic()
         n = 40 if heavy else 2
-        for i in range(n):
-            tu.send_packet(self, 1, self.tcp(1, 2, ecn=2, pktlen=200 + 20 * i, sport=3000 + i))
+        # built before the interval starts: on a busy machine building them one by one
+        # took longer than the interval, spreading a burst over two
+        burst = [self.tcp(1, 2, ecn=2, pktlen=200 + 20 * i, sport=3000 + i) for i in range(n)]
+        began = time.monotonic()
+        for pkt in burst:
+            tu.send_packet(self, 1, pkt)
         self.receive(2, n, timeout=3)
         time.sleep(max(0.0, INTERVAL_S * 1.1 - (time.monotonic() - began)))
 
@@ -95,7 +101,7 @@ class DecidesFromTheIntervalItClosed(PolicyTest):
             self.assertEqual(setting(after), decided(policy, before), (before, after))
         chosen = {setting(d) for d in ds[1:]}
         start = (self.start.kmin, self.start.kmax, self.start.pmax_bp)
-        self.assertGreaterEqual(len(chosen - {start}), 2, chosen)  # the traffic steers it
+        self.assertGreaterEqual(len(chosen - {start}), 2, (chosen, ds))  # the traffic steers it
 
 
 class EmptyTablesKeepTheThresholds(PolicyTest):
@@ -118,8 +124,9 @@ class UpdatesWhileTrafficFlows(PolicyTest):
         ds = self.run_intervals([True, False])
         for heavy in (True, False, True):
             n = 40 if heavy else 2
-            for i in range(n):
-                tu.send_packet(self, 1, self.tcp(1, 2, ecn=2, pktlen=300, sport=4000 + i))
+            burst = [self.tcp(1, 2, ecn=2, pktlen=300, sport=4000 + i) for i in range(n)]
+            for pkt in burst:  # built first, sent at once: queued when the tree changes
+                tu.send_packet(self, 1, pkt)
             clear(self.client, policy_plan(old, ports))  # while the packets are queued
             install(self.client, policy_plan(new, ports))
             old, new = new, old
