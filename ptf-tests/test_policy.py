@@ -72,14 +72,19 @@ class PolicyTest(EcnTest):
         """One interval's traffic towards port 2: a burst that queues behind the 400 pps
         port, or two lone packets; then wait the interval out."""
         n = 40 if heavy else 2
-        # built before the interval starts: on a busy machine building them one by one
-        # took longer than the interval, spreading a burst over two
-        burst = [self.tcp(1, 2, ecn=2, pktlen=200 + 20 * i, sport=3000 + i) for i in range(n)]
-        began = time.monotonic()
-        for pkt in burst:
-            tu.send_packet(self, 1, pkt)
+        began = self.send_burst([self.tcp(1, 2, ecn=2, pktlen=200 + 20 * i, sport=3000 + i)
+                                 for i in range(n)])  # fmt: skip
         self.receive(2, n, timeout=3)
         time.sleep(max(0.0, INTERVAL_S * 1.1 - (time.monotonic() - began)))
+
+    def send_burst(self, packets: list[bytes]) -> float:
+        """Send packets built beforehand back to back from port 1; returns when it began.
+        (On a busy machine building them one by one took longer than an interval and
+        spread a burst over two.)"""
+        began = time.monotonic()
+        for pkt in packets:
+            tu.send_packet(self, 1, pkt)
+        return began
 
     def digests(self) -> list[dict[str, int]]:
         return [d for d in self.client.drain_digests(0.5) if d["port"] == 2]
@@ -124,9 +129,7 @@ class UpdatesWhileTrafficFlows(PolicyTest):
         ds = self.run_intervals([True, False])
         for heavy in (True, False, True):
             n = 40 if heavy else 2
-            burst = [self.tcp(1, 2, ecn=2, pktlen=300, sport=4000 + i) for i in range(n)]
-            for pkt in burst:  # built first, sent at once: queued when the tree changes
-                tu.send_packet(self, 1, pkt)
+            self.send_burst([self.tcp(1, 2, ecn=2, pktlen=300, sport=4000 + i) for i in range(n)])
             clear(self.client, policy_plan(old, ports))  # while the packets are queued
             install(self.client, policy_plan(new, ports))
             old, new = new, old
