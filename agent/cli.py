@@ -173,10 +173,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     t.add_argument("--eps-decay", type=float, default=1000.0, help="ACC: ε decay, in intervals")
     t.add_argument(
-        "--reward", choices=("paper", "mice-fct"), default="paper",
+        "--reward", choices=("paper", "mice-fct", "mice-slowdown"), default="paper",
         help="paper: the algorithm's paper's reward (agent/rewards.py); mice-fct: the "
-        "simulator's own mice FCTs in place of the queue term, which no switch telemetry "
-        "carries (an ablation; such an agent is judged in the simulator only)",
+        "simulator's own mice FCTs in place of the queue term; mice-slowdown: minus the "
+        "slowdown the port's running mice accrue in the interval. No switch telemetry "
+        "carries either (ablations; such an agent is judged in the simulator only)",
     )  # fmt: skip
     t.add_argument("--save-every", type=int, default=10)
     t.add_argument(
@@ -309,10 +310,11 @@ def run_train(args: argparse.Namespace) -> int:
         judge = (
             Judge(judged, args.judge_episodes, grid=args.grid) if args.judge_episodes > 0 else None
         )
+        reward_kind = None if args.reward == "paper" else args.reward.replace("-", "_")
         start = time.monotonic()
         path = train(args.algo, scenario, args.episodes, out, args.seed, config,
                      args.save_every, judge=judge, envs=args.envs,
-                     reward_kind="mice_fct" if args.reward == "mice-fct" else None)  # fmt: skip
+                     reward_kind=reward_kind)  # fmt: skip
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -12,6 +12,15 @@ MICE_FCT is not a paper's: ω1·T + ω2·S with S the mean of 1/slowdown over th
 simulator's own flow completions. No switch telemetry carries it, so it exists in the
 simulator alone (sim/env.py): an ablation that asks whether the agents lose to the best
 static because the papers' queue-based rewards do not see what the judge measures.
+
+MICE_SLOWDOWN is the judge's own metric split over the intervals: each interval a port is
+charged, for every mouse through it that is running, the time it ran in the interval over
+its ideal FCT (traffic/fct.py), r = -(that sum) / MICE_SLOWDOWN_SCALE. Over an episode a
+port's rewards add up to minus the sum of its mice's slowdowns (a mouse's slowdown is its
+FCT over its ideal one, and its FCT is the sum of its time in every interval, Little's law
+by flow), so a return maximiser minimises what the judge measures, and every interval a
+mouse spends waiting is charged to that interval, not to the one in which it happened to
+finish (MICE_FCT's credit problem). Simulator-only, like MICE_FCT.
 """
 
 from __future__ import annotations
@@ -52,7 +61,10 @@ def pet_reward(t: PortTelemetry, w: RewardWeights = LATENCY_FIRST) -> Array:
 
 
 REWARDS = {"acc": acc_reward, "pet": pet_reward}  # by the algorithm whose paper defines it
-MICE_FCT = "mice_fct"  # the simulator's privileged reward (module docstring; sim/env.py)
+MICE_FCT = "mice_fct"  # the simulator's privileged rewards (module docstring; sim/env.py)
+MICE_SLOWDOWN = "mice_slowdown"
+SIMULATOR_REWARDS = (MICE_FCT, MICE_SLOWDOWN)
+MICE_SLOWDOWN_SCALE = 10.0  # mouse-slowdowns per interval that make one unit of reward
 
 
 class Reward(NamedTuple):
@@ -64,9 +76,9 @@ class Reward(NamedTuple):
     weights: RewardWeights = LATENCY_FIRST
 
     def __call__(self, t: PortTelemetry) -> Array:
-        if self.kind == MICE_FCT:
+        if self.kind in SIMULATOR_REWARDS:
             raise ValueError(
-                "this agent was trained with the simulator's mice-FCT reward, which no switch "
+                f"this agent was trained with the simulator's {self.kind} reward, which no switch "
                 "telemetry carries: judge it in the simulator (ecntune eval), not live"
             )
         return REWARDS[self.kind](t, self.weights)
@@ -85,6 +97,6 @@ def trained_reward(meta: dict, algorithm: str) -> Reward:
         trained_on = meta.get("scenarios") or [meta.get("scenario")]
         first = trained_on[0] if isinstance(trained_on[0], dict) else {}
         kind, weights = algorithm, first.get("reward_weights") or LATENCY_FIRST
-    if kind not in (*REWARDS, MICE_FCT) or len(weights) != 2:
+    if kind not in (*REWARDS, *SIMULATOR_REWARDS) or len(weights) != 2:
         raise ValueError(f"checkpoint records an unknown reward {kind!r} {weights!r}")
     return Reward(kind, RewardWeights(*map(float, weights)))

@@ -58,7 +58,7 @@ def train(
     """Train an ACC ("acc"), PET ("pet") or GraphCC ("graphcc") agent for at least
     `episodes` episodes (whole rounds of `envs`); returns the checkpoint path.
     `reward_kind`: the algorithm's own paper's reward unless given (agent/rewards.py:
-    "mice_fct", the simulator's privileged one, for an ablation)."""
+    "mice_fct" or "mice_slowdown", the simulator's privileged ones, for ablations)."""
     import jax
     from tqdm import tqdm
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from ecntune.agent.features import HISTORY, utilisation
 from ecntune.agent.policy import LearningPolicy, Policy
-from ecntune.agent.rewards import MICE_FCT, REWARDS, Reward
+from ecntune.agent.rewards import REWARDS, SIMULATOR_REWARDS, Reward
 from ecntune.controller.safety import BUSY_UTILIZATION, Guard, check_telemetry, clamp
 from ecntune.p4src import encoding as enc
 from ecntune.telemetry import PortTelemetry, stacked, unstacked
@@ -102,7 +102,8 @@ class SwitchLoop:
         if reward.kind not in REWARDS:
             raise ValueError(
                 f"reward {reward.kind!r} cannot be computed from telemetry "
-                f"(live rewards: {', '.join(REWARDS)}; {MICE_FCT!r} is the simulator's alone)"
+                f"(live rewards: {', '.join(REWARDS)}; {', '.join(SIMULATOR_REWARDS)} are the "
+                "simulator's alone)"
             )
         self.switch, self.policy, self.fallback = switch, policy, fallback
         self.ports = {p: PortState(bw) for p, bw in sorted(ports.items())}

@@ -24,7 +24,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from ecntune.agent.features import HISTORY, observation, utilisation
-from ecntune.agent.rewards import LATENCY_FIRST, MICE_FCT, REWARDS, RewardWeights
+from ecntune.agent.rewards import (
+    LATENCY_FIRST,
+    MICE_FCT,
+    MICE_SLOWDOWN,
+    MICE_SLOWDOWN_SCALE,
+    REWARDS,
+    RewardWeights,
+)
 from ecntune.sim import network, transport
 from ecntune.sim.fabric import FabricArrays, build
 from ecntune.sim.schedule import EpisodeTraffic, PathTable, TrafficParams, path_table, sample
@@ -56,7 +63,7 @@ class Env:
     incast_flows: int
     nic_marking: np.ndarray  # (links, 3): what non-port links mark with (host NICs)
     features: Literal["acc", "pet"] = "acc"
-    reward_kind: Literal["acc", "pet", "mice_fct"] = "acc"
+    reward_kind: Literal["acc", "pet", "mice_fct", "mice_slowdown"] = "acc"
     reward_weights: RewardWeights = LATENCY_FIRST
 
     @classmethod
@@ -69,7 +76,7 @@ class Env:
         dt: float | None = None,
         slots: int | None = None,
         features: Literal["acc", "pet"] = "acc",
-        reward: Literal["acc", "pet", "mice_fct"] = "acc",
+        reward: Literal["acc", "pet", "mice_fct", "mice_slowdown"] = "acc",
         reward_weights: RewardWeights = LATENCY_FIRST,
         buffer_bytes: float | None = None,
         nic_ce_s: float | None = None,
@@ -160,6 +167,8 @@ class Env:
         history = jax.tree.map(lambda h, x: jnp.concatenate([h[1:], x[None]]), state.history, tel)
         if self.reward_kind == MICE_FCT:
             reward = self._mice_fct_reward(state, net, tel)
+        elif self.reward_kind == MICE_SLOWDOWN:
+            reward = self._mice_slowdown_reward(state, net)
         else:
             reward = REWARDS[self.reward_kind](tel, self.reward_weights)
         done = net.t >= self.traffic.duration_s
@@ -183,13 +192,32 @@ class Env:
         done = (before.net.fct < 0) & (net.fct >= 0) & (p.size < MICE_BYTES)  # (flows,)
         ideal = ideal_fct(p.size, p.line_rate * 8.0, p.base_rtt, xp=jnp)
         score = jnp.where(done, jnp.minimum(1.0, ideal / jnp.maximum(net.fct, 1e-9)), 0.0)
-        ports = jnp.asarray(self.fabric.ports)
-        through = jnp.any(p.path[:, :, None] == ports[None, None, :], axis=1)  # (flows, ports)
+        through = self._through(p)
         count = jnp.sum(through & done[:, None], axis=0)
         total = score @ through.astype(score.dtype)
         mean = jnp.where(count > 0, total / jnp.maximum(count, 1), 1.0)
         w = self.reward_weights
         return w.throughput * utilisation(tel) + w.delay * mean
+
+    def _mice_slowdown_reward(self, before: EnvState, net: network.NetState) -> jnp.ndarray:
+        """agent/rewards.py's MICE_SLOWDOWN: minus the slowdown the port's mice accrued in
+        this interval (each running mouse's time in it over its ideal FCT), scaled."""
+        p = before.params
+        t0, t1 = before.net.t, net.t
+        # a flow finishing in this interval ran until start + fct (fct ends with the
+        # last ACK's half RTT, so clip to the interval); one still running, to its end
+        end = jnp.where(net.fct >= 0, jnp.minimum(p.start + net.fct, t1), t1)
+        running = (before.net.fct < 0) & (p.size < MICE_BYTES)  # (flows,); unused: start inf
+        ran_s = jnp.where(running, jnp.maximum(end - jnp.maximum(p.start, t0), 0.0), 0.0)
+        ideal = ideal_fct(p.size, p.line_rate * 8.0, p.base_rtt, xp=jnp)
+        share = jnp.where(ran_s > 0, ran_s / ideal, 0.0)  # padding flows: 0, never 0/0
+        accrued = share @ self._through(p).astype(share.dtype)
+        return -accrued / MICE_SLOWDOWN_SCALE
+
+    def _through(self, p: network.Params) -> jnp.ndarray:
+        """(flows, ports): whether each flow's path crosses each switch egress port."""
+        ports = jnp.asarray(self.fabric.ports)
+        return jnp.any(p.path[:, :, None] == ports[None, None, :], axis=1)
 
     def _off(self) -> EcnThresholds:
         z = jnp.zeros(self.n_ports, jnp.float32)
