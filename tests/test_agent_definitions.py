@@ -162,3 +162,44 @@ def test_the_mice_fct_reward_scores_the_mice_that_completed_through_each_port():
     assert trained_reward({"reward": {"kind": "mice_fct", "weights": [0.3, 0.7]}}, "acc") == (
         Reward("mice_fct", LATENCY_FIRST)
     )
+
+
+def test_the_mice_slowdown_reward_charges_each_interval_the_slowdown_its_mice_accrued():
+    """MICE_SLOWDOWN against its definition, recomputed in numpy interval by interval from
+    the flows' start times and completions, and its point: a port's rewards over an episode
+    and its drain add up to minus its mice's slowdowns as traffic/fct.py judges them."""
+    import jax
+
+    from ecntune.agent.rewards import MICE_SLOWDOWN_SCALE
+    from ecntune.agent.static import thresholds_of
+    from ecntune.sim.scenario import SimScenario
+    from ecntune.traffic.fct import MICE_BYTES, ideal_fct, slowdown
+
+    sc = SimScenario("star8", load=0.6, incast_degree=4, episode_s=0.5)
+    env = sc.env(reward="mice_slowdown")
+    _, state = env.reset(jax.random.key(3))
+    th = thresholds_of("1a,8a,1", env.link_bps())
+    p = jax.tree.map(np.asarray, state.params)
+    mice = np.isfinite(p.start) & (p.size < MICE_BYTES)
+    ideal = ideal_fct(p.size, p.line_rate * 8, p.base_rtt)
+    through = np.stack([np.any(p.path == port, axis=1) for port in env.fabric.ports], axis=1)
+    total = np.zeros(env.n_ports)
+    for _ in range(env.episode_intervals * 3):  # the episode, then a drain
+        t0, before = float(state.net.t), np.asarray(state.net.fct)
+        _, state, reward, _, info = env.step(state, th)
+        t1, after = float(state.net.t), np.asarray(info["fct"])
+        end = np.where(after >= 0, np.minimum(p.start + after, t1), t1)
+        ran = np.where(mice & (before < 0), np.clip(end - np.maximum(p.start, t0), 0, None), 0)
+        expected = -(ran / ideal) @ through / MICE_SLOWDOWN_SCALE
+        np.testing.assert_allclose(reward, expected, rtol=1e-4, atol=1e-6)
+        total += np.asarray(reward)
+    fct = np.asarray(state.net.fct)
+    assert np.all(fct[mice] >= 0), "the drain was long enough for every mouse to finish"
+    judged = slowdown(fct, ideal) * mice @ through
+    assert judged.sum() > 50  # mice ran through the ports: the sums were exercised
+    # equal up to what the judge adds: a slowdown below 1 counts as 1, and an FCT's last
+    # half RTT (the final ACK's way back) falls after the flow's last interval
+    np.testing.assert_allclose(-total * MICE_SLOWDOWN_SCALE, judged, rtol=0.1)
+    assert np.all(-total * MICE_SLOWDOWN_SCALE <= judged + 1e-3)
+    with pytest.raises(ValueError, match="simulator"):
+        Reward("mice_slowdown")(telemetry())
