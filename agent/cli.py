@@ -179,6 +179,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "slowdown the port's running mice accrue in the interval. No switch telemetry "
         "carries either (ablations; such an agent is judged in the simulator only)",
     )  # fmt: skip
+    t.add_argument(
+        "--reward-baseline", metavar="SETTING", default=None,
+        help="train on the reward minus the same reward of this static setting (a preset or "
+        "kmin,kmax,pmax) simulated on the same flows: most of a port's reward is the "
+        "traffic it got, which the difference cancels (sim/env.py)",
+    )  # fmt: skip
     t.add_argument("--save-every", type=int, default=10)
     t.add_argument(
         "--judge-episodes", type=int, default=0,
@@ -314,7 +320,7 @@ def run_train(args: argparse.Namespace) -> int:
         start = time.monotonic()
         path = train(args.algo, scenario, args.episodes, out, args.seed, config,
                      args.save_every, judge=judge, envs=args.envs,
-                     reward_kind=reward_kind)  # fmt: skip
+                     reward_kind=reward_kind, reward_baseline=args.reward_baseline)  # fmt: skip
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

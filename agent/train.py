@@ -54,11 +54,14 @@ def train(
     judge: Judge | None = None,
     envs: int = 8,
     reward_kind: str | None = None,
+    reward_baseline: str | None = None,
 ) -> Path:
     """Train an ACC ("acc"), PET ("pet") or GraphCC ("graphcc") agent for at least
     `episodes` episodes (whole rounds of `envs`); returns the checkpoint path.
     `reward_kind`: the algorithm's own paper's reward unless given (agent/rewards.py:
-    "mice_fct" or "mice_slowdown", the simulator's privileged ones, for ablations)."""
+    "mice_fct" or "mice_slowdown", the simulator's privileged ones, for ablations);
+    `reward_baseline`: a static setting whose reward on the same flows is subtracted from
+    the agent's (sim/env.py Env.make)."""
     import jax
     from tqdm import tqdm
 
@@ -82,8 +85,9 @@ def train(
     reward = Reward(reward_kind, RewardWeights(*scenarios[0].reward_weights))
     feats = config.features
     fabric_loops = [
-        make(sc.env(features=feats, reward=reward_kind), config, envs) for sc in scenarios
+        make(sc.env(feats, reward_kind, reward_baseline), config, envs) for sc in scenarios
     ]
+    paired = {"paired_with": reward_baseline} if reward_baseline else {}
     carry = fabric_loops[0].init(jax.random.key(seed))
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / f"{algo}.msgpack"
@@ -99,7 +103,7 @@ def train(
         log.end_round(
             row,
             lambda meta, p=params: module.save(
-                checkpoint, config, p, meta | {"reward": reward.to_meta()}
+                checkpoint, config, p, meta | {"reward": reward.to_meta() | paired}
             ),
         )
         bar.update(envs)

@@ -32,6 +32,7 @@ from ecntune.agent.rewards import (
     REWARDS,
     RewardWeights,
 )
+from ecntune.agent.static import thresholds_of
 from ecntune.sim import network, transport
 from ecntune.sim.fabric import FabricArrays, build
 from ecntune.sim.schedule import EpisodeTraffic, PathTable, TrafficParams, path_table, sample
@@ -47,6 +48,8 @@ class EnvState(NamedTuple):
     params: network.Params
     history: PortTelemetry  # (k, ports), oldest first
     interval: jnp.ndarray
+    # the same flows under Env.reward_baseline's static setting (None without one)
+    baseline: network.NetState | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +68,9 @@ class Env:
     features: Literal["acc", "pet"] = "acc"
     reward_kind: Literal["acc", "pet", "mice_fct", "mice_slowdown"] = "acc"
     reward_weights: RewardWeights = LATENCY_FIRST
+    # a static setting (agent/static.py) run beside the agent on the same flows; the reward
+    # is then the agent's minus the setting's (common random numbers: `make`)
+    reward_baseline: str | None = None
 
     @classmethod
     def make(
@@ -81,6 +87,7 @@ class Env:
         buffer_bytes: float | None = None,
         nic_ce_s: float | None = None,
         rtt_steps: int = RTT_STEPS,
+        reward_baseline: str | None = None,
     ) -> Env:
         """Sensible time steps for the fabric: dt = the larger of 1/4 of an MTU's time on the
         fastest link and 1/`rtt_steps` of the shortest base RTT (feedback, the fastest
@@ -91,12 +98,21 @@ class Env:
         `nic_ce_s`: host NICs mark ECT packets once their queue holds that many seconds of
         line rate (a datacenter host's fq/TSQ stack keeps its own queue that short; a
         sender with several flows out of one NIC then backs off instead of queueing
-        megabytes in front of its ACKs and mice). None: host NICs never mark."""
+        megabytes in front of its ACKs and mice). None: host NICs never mark.
+
+        `reward_baseline`: a static setting simulated beside the agent on the episode's
+        own flows; each interval's reward is the agent's minus that setting's. Most of a
+        port's reward is the traffic it happened to get (a storm's mice pile up whatever
+        the thresholds), the same on both sides, so the difference keeps the part the
+        thresholds caused, at twice the simulation. The setting does not depend on the
+        agent's actions, so the best policy is unchanged (returns shift by a constant)."""
         if rtt_steps < 2:
             raise ValueError(f"rtt_steps must be >= 2 (steps per base RTT), got {rtt_steps}")
         if transport not in network.transport.UPDATES:
             raise ValueError(f"unknown transport {transport!r}; choose from {transport_names()}")
         fabric = build(topology, buffer_bytes)
+        if reward_baseline is not None:  # a bad setting fails here, not inside a jitted step
+            thresholds_of(reward_baseline, fabric.links.capacity[fabric.ports] * 8.0)
         fastest = float(np.max(fabric.links.capacity))
         table = path_table(fabric)
         max_rtt = float(np.max(table.base_rtt))
@@ -120,6 +136,7 @@ class Env:
             ring=int(np.ceil(2 * max_rtt / dt)) + 4, per_host=per_host,
             incast_flows=incast_flows, nic_marking=nic_marking, features=features,
             reward_kind=reward, reward_weights=RewardWeights(*reward_weights),
+            reward_baseline=reward_baseline,
         )  # fmt: skip
 
     @property
@@ -150,27 +167,23 @@ class Env:
         net = network.init(params, self.slots, self.ring)
         idle = self._telemetry(network.zero_counters(self.fabric.n_links), self._off())
         history = jax.tree.map(lambda x: jnp.stack([x] * HISTORY), idle)
-        state = EnvState(net, params, history, jnp.int32(0))
+        baseline = None if self.reward_baseline is None else net  # the same flows, untouched
+        state = EnvState(net, params, history, jnp.int32(0), baseline)
         return observation(history, self.features), state
 
     @functools.partial(jax.jit, static_argnums=0)
     def step(
         self, state: EnvState, thresholds: EcnThresholds
     ) -> tuple[jnp.ndarray, EnvState, jnp.ndarray, jnp.ndarray, dict[str, Any]]:
-        per_link = self._per_link(thresholds)
-        net = state.net._replace(counters=network.zero_counters(self.fabric.n_links))
-
-        net, _ = network.run(
-            state.params, net, per_link, self.dt, self.transport, self.steps_per_interval
-        )
-        tel = self._telemetry(net.counters, thresholds)
+        net, tel = self._interval(state.params, state.net, thresholds)
         history = jax.tree.map(lambda h, x: jnp.concatenate([h[1:], x[None]]), state.history, tel)
-        if self.reward_kind == MICE_FCT:
-            reward = self._mice_fct_reward(state, net, tel)
-        elif self.reward_kind == MICE_SLOWDOWN:
-            reward = self._mice_slowdown_reward(state, net)
-        else:
-            reward = REWARDS[self.reward_kind](tel, self.reward_weights)
+        reward = self._reward(state.params, state.net, net, tel)
+        baseline = state.baseline
+        if baseline is not None:
+            setting = thresholds_of(self.reward_baseline, self.link_bps())
+            after, base_tel = self._interval(state.params, baseline, setting)
+            reward = reward - self._reward(state.params, baseline, after, base_tel)
+            baseline = after
         done = net.t >= self.traffic.duration_s
         info = {
             "telemetry": tel,
@@ -178,18 +191,41 @@ class Env:
             "fct": net.fct,
             "dropped": net.counters.dropped_bytes[self.fabric.ports],
         }
-        new = EnvState(net, state.params, history, state.interval + 1)
+        new = EnvState(net, state.params, history, state.interval + 1, baseline)
         return observation(history, self.features), new, reward, done, info
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _mice_fct_reward(
-        self, before: EnvState, net: network.NetState, tel: PortTelemetry
+    def _interval(
+        self, p: network.Params, net: network.NetState, thresholds: EcnThresholds
+    ) -> tuple[network.NetState, PortTelemetry]:
+        """One telemetry interval of the network from `net` under `thresholds`."""
+        net = net._replace(counters=network.zero_counters(self.fabric.n_links))
+        per_link = self._per_link(thresholds)
+        net, _ = network.run(p, net, per_link, self.dt, self.transport, self.steps_per_interval)
+        return net, self._telemetry(net.counters, thresholds)
+
+    def _reward(
+        self,
+        p: network.Params,
+        before: network.NetState,
+        net: network.NetState,
+        tel: PortTelemetry,
     ) -> jnp.ndarray:
+        """Every port's reward for the interval that took the network from `before` to `net`."""
+        if self.reward_kind == MICE_FCT:
+            return self._mice_fct_reward(p, before, net, tel)
+        if self.reward_kind == MICE_SLOWDOWN:
+            return self._mice_slowdown_reward(p, before, net)
+        return REWARDS[self.reward_kind](tel, self.reward_weights)
+
+    def _mice_fct_reward(
+        self, p: network.Params, before: network.NetState, net: network.NetState,
+        tel: PortTelemetry,
+    ) -> jnp.ndarray:  # fmt: skip
         """agent/rewards.py's MICE_FCT: ω1·utilisation + ω2·(mean 1/slowdown of the mice
         that completed through the port in this interval; 1 where none did)."""
-        p = before.params
-        done = (before.net.fct < 0) & (net.fct >= 0) & (p.size < MICE_BYTES)  # (flows,)
+        done = (before.fct < 0) & (net.fct >= 0) & (p.size < MICE_BYTES)  # (flows,)
         ideal = ideal_fct(p.size, p.line_rate * 8.0, p.base_rtt, xp=jnp)
         score = jnp.where(done, jnp.minimum(1.0, ideal / jnp.maximum(net.fct, 1e-9)), 0.0)
         through = self._through(p)
@@ -199,15 +235,16 @@ class Env:
         w = self.reward_weights
         return w.throughput * utilisation(tel) + w.delay * mean
 
-    def _mice_slowdown_reward(self, before: EnvState, net: network.NetState) -> jnp.ndarray:
+    def _mice_slowdown_reward(
+        self, p: network.Params, before: network.NetState, net: network.NetState
+    ) -> jnp.ndarray:
         """agent/rewards.py's MICE_SLOWDOWN: minus the slowdown the port's mice accrued in
         this interval (each running mouse's time in it over its ideal FCT), scaled."""
-        p = before.params
-        t0, t1 = before.net.t, net.t
+        t0, t1 = before.t, net.t
         # a flow finishing in this interval ran until start + fct (fct ends with the
         # last ACK's half RTT, so clip to the interval); one still running, to its end
         end = jnp.where(net.fct >= 0, jnp.minimum(p.start + net.fct, t1), t1)
-        running = (before.net.fct < 0) & (p.size < MICE_BYTES)  # (flows,); unused: start inf
+        running = (before.fct < 0) & (p.size < MICE_BYTES)  # (flows,); unused: start inf
         ran_s = jnp.where(running, jnp.maximum(end - jnp.maximum(p.start, t0), 0.0), 0.0)
         ideal = ideal_fct(p.size, p.line_rate * 8.0, p.base_rtt, xp=jnp)
         share = jnp.where(ran_s > 0, ran_s / ideal, 0.0)  # padding flows: 0, never 0/0

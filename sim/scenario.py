@@ -114,7 +114,9 @@ class SimScenario(TrafficSpec):
             topology.links = [dataclasses.replace(lk, delay_s=delay_s) for lk in topology.links]
         return topology
 
-    def env(self, features: str = "acc", reward: str = "acc"):  # -> ecntune.sim.env.Env
+    def env(
+        self, features: str = "acc", reward: str = "acc", reward_baseline: str | None = None
+    ):  # -> ecntune.sim.env.Env
         from ecntune.sim.env import Env
         from ecntune.sim.fabric import build
         from ecntune.sim.schedule import EpisodeTraffic
@@ -132,6 +134,7 @@ class SimScenario(TrafficSpec):
             features=features, reward=reward, buffer_bytes=sc.buffer_bytes,
             reward_weights=sc.reward_weights,
             nic_ce_s=None if self.emulated else DATACENTER_NIC_CE_S, rtt_steps=sc.rtt_steps,
+            reward_baseline=reward_baseline,
         )  # fmt: skip
 
 

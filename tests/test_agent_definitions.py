@@ -203,3 +203,32 @@ def test_the_mice_slowdown_reward_charges_each_interval_the_slowdown_its_mice_ac
     assert np.all(-total * MICE_SLOWDOWN_SCALE <= judged + 1e-3)
     with pytest.raises(ValueError, match="simulator"):
         Reward("mice_slowdown")(telemetry())
+
+
+def test_a_reward_baseline_subtracts_its_settings_reward_on_the_same_flows():
+    """`reward_baseline`: the agent's reward minus the baseline setting's, both simulated on
+    the episode's own flows; zero when the agent plays the baseline itself."""
+    import jax
+
+    from ecntune.agent.static import thresholds_of
+    from ecntune.sim.scenario import SimScenario
+
+    sc = SimScenario("star8", load=0.6, incast_degree=4, episode_s=0.3)
+    paired = sc.env(reward="mice_slowdown", reward_baseline="secn0")
+    alone = sc.env(reward="mice_slowdown")
+
+    def rewards(env, setting: str) -> np.ndarray:
+        _, state = env.reset(jax.random.key(5))
+        th = thresholds_of(setting, env.link_bps())
+        out = []
+        for _ in range(env.episode_intervals):
+            _, state, reward, _, _ = env.step(state, th)
+            out.append(np.asarray(reward))
+        return np.array(out)
+
+    assert np.all(rewards(paired, "secn0") == 0)
+    high, low = rewards(alone, "8a,32a,1"), rewards(alone, "secn0")
+    assert np.abs(high - low).max() > 1e-3  # the settings do differ on these flows
+    np.testing.assert_allclose(rewards(paired, "8a,32a,1"), high - low, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="kmin,kmax,pmax"):
+        sc.env(reward_baseline="SECN9")
