@@ -280,6 +280,11 @@ def test_the_controller_judges_an_agent_by_the_reward_it_was_trained_with(tmp_pa
     # the rows' rewards are the agent's formula: PET's 1/(1 + q/α) delay term, weighted 0.3
     rows = agent.loop.tick(0.0).rows
     assert rows[0]["reward"] == pytest.approx(0.3 * 1.0)  # idle: no throughput, empty queue
+    # an agent trained on a simulator-only reward has nothing live to be judged by: refused
+    for kind in ("mice_fct", "mice_slowdown"):
+        ippo.save(ckpt, config, params, {"reward": Reward(kind).to_meta()})
+        with pytest.raises(ValueError, match=f"{kind}.*cannot be computed from telemetry"):
+            runner(ControllerConfig(policy=f"pet:{ckpt}", **settings))
 
 
 def runner(config: ControllerConfig) -> "SwitchRunner":
