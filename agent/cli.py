@@ -185,6 +185,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "kmin,kmax,pmax) simulated on the same flows: most of a port's reward is the "
         "traffic it got, which the difference cancels (sim/env.py)",
     )  # fmt: skip
+    t.add_argument(
+        "--reward-scope", choices=("port", "switch"), default="port",
+        help="port: each port its own reward (the papers); switch: every port its switch's "
+        "mean reward, so a port is charged for what its setting costs the others (sim/env.py)",
+    )  # fmt: skip
     t.add_argument("--save-every", type=int, default=10)
     t.add_argument(
         "--judge-episodes", type=int, default=0,
@@ -320,7 +325,8 @@ def run_train(args: argparse.Namespace) -> int:
         start = time.monotonic()
         path = train(args.algo, scenario, args.episodes, out, args.seed, config,
                      args.save_every, judge=judge, envs=args.envs,
-                     reward_kind=reward_kind, reward_baseline=args.reward_baseline)  # fmt: skip
+                     reward_kind=reward_kind, reward_baseline=args.reward_baseline,
+                     reward_scope=args.reward_scope)  # fmt: skip
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -55,13 +55,15 @@ def train(
     envs: int = 8,
     reward_kind: str | None = None,
     reward_baseline: str | None = None,
+    reward_scope: str = "port",
 ) -> Path:
     """Train an ACC ("acc"), PET ("pet") or GraphCC ("graphcc") agent for at least
     `episodes` episodes (whole rounds of `envs`); returns the checkpoint path.
     `reward_kind`: the algorithm's own paper's reward unless given (agent/rewards.py:
     "mice_fct" or "mice_slowdown", the simulator's privileged ones, for ablations);
     `reward_baseline`: a static setting whose reward on the same flows is subtracted from
-    the agent's (sim/env.py Env.make)."""
+    the agent's; `reward_scope` "switch": each port rewarded with its switch's mean
+    (both: sim/env.py Env.make)."""
     import jax
     from tqdm import tqdm
 
@@ -85,9 +87,11 @@ def train(
     reward = Reward(reward_kind, RewardWeights(*scenarios[0].reward_weights))
     feats = config.features
     fabric_loops = [
-        make(sc.env(feats, reward_kind, reward_baseline), config, envs) for sc in scenarios
+        make(sc.env(feats, reward_kind, reward_baseline, reward_scope), config, envs)
+        for sc in scenarios
     ]
     paired = {"paired_with": reward_baseline} if reward_baseline else {}
+    paired |= {"scope": reward_scope} if reward_scope != "port" else {}
     carry = fabric_loops[0].init(jax.random.key(seed))
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / f"{algo}.msgpack"

@@ -71,6 +71,8 @@ class Env:
     # a static setting (agent/static.py) run beside the agent on the same flows; the reward
     # is then the agent's minus the setting's (common random numbers: `make`)
     reward_baseline: str | None = None
+    # "switch": every port gets the mean reward of its switch's ports (a team reward: `make`)
+    reward_scope: Literal["port", "switch"] = "port"
 
     @classmethod
     def make(
@@ -88,6 +90,7 @@ class Env:
         nic_ce_s: float | None = None,
         rtt_steps: int = RTT_STEPS,
         reward_baseline: str | None = None,
+        reward_scope: Literal["port", "switch"] = "port",
     ) -> Env:
         """Sensible time steps for the fabric: dt = the larger of 1/4 of an MTU's time on the
         fastest link and 1/`rtt_steps` of the shortest base RTT (feedback, the fastest
@@ -105,7 +108,14 @@ class Env:
         port's reward is the traffic it happened to get (a storm's mice pile up whatever
         the thresholds), the same on both sides, so the difference keeps the part the
         thresholds caused, at twice the simulation. The setting does not depend on the
-        agent's actions, so the best policy is unchanged (returns shift by a constant)."""
+        agent's actions, so the best policy is unchanged (returns shift by a constant).
+
+        `reward_scope`: "port", each port its own reward (the papers); "switch", each port
+        the mean over its switch's ports. A port that raises its threshold can gain on its
+        own mice while the senders it lets grow slow the mice of the switch's other ports
+        (docs/results: "A team reward"); a per-port reward never charges it for that."""
+        if reward_scope not in ("port", "switch"):
+            raise ValueError(f"reward_scope is 'port' or 'switch', got {reward_scope!r}")
         if rtt_steps < 2:
             raise ValueError(f"rtt_steps must be >= 2 (steps per base RTT), got {rtt_steps}")
         if transport not in network.transport.UPDATES:
@@ -136,7 +146,7 @@ class Env:
             ring=int(np.ceil(2 * max_rtt / dt)) + 4, per_host=per_host,
             incast_flows=incast_flows, nic_marking=nic_marking, features=features,
             reward_kind=reward, reward_weights=RewardWeights(*reward_weights),
-            reward_baseline=reward_baseline,
+            reward_baseline=reward_baseline, reward_scope=reward_scope,
         )  # fmt: skip
 
     @property
@@ -184,6 +194,8 @@ class Env:
             after, base_tel = self._interval(state.params, baseline, setting)
             reward = reward - self._reward(state.params, baseline, after, base_tel)
             baseline = after
+        if self.reward_scope == "switch":
+            reward = self._switch_mean(reward)
         done = net.t >= self.traffic.duration_s
         info = {
             "telemetry": tel,
@@ -250,6 +262,15 @@ class Env:
         share = jnp.where(ran_s > 0, ran_s / ideal, 0.0)  # padding flows: 0, never 0/0
         accrued = share @ self._through(p).astype(share.dtype)
         return -accrued / MICE_SLOWDOWN_SCALE
+
+    def _switch_mean(self, per_port: jnp.ndarray) -> jnp.ndarray:
+        """Every port's value replaced by the mean over its switch's ports."""
+        groups = self.fabric.switch_ports  # (switches, width), -1 padded
+        switch_of = np.zeros(self.n_ports, np.int32)
+        for switch, row in enumerate(groups):
+            switch_of[row[row >= 0]] = switch
+        totals = jnp.zeros(len(groups)).at[switch_of].add(per_port)
+        return (totals / np.sum(groups >= 0, axis=1))[switch_of]
 
     def _through(self, p: network.Params) -> jnp.ndarray:
         """(flows, ports): whether each flow's path crosses each switch egress port."""

@@ -115,8 +115,9 @@ class SimScenario(TrafficSpec):
         return topology
 
     def env(
-        self, features: str = "acc", reward: str = "acc", reward_baseline: str | None = None
-    ):  # -> ecntune.sim.env.Env
+        self, features: str = "acc", reward: str = "acc", reward_baseline: str | None = None,
+        reward_scope: str = "port",
+    ):  # -> ecntune.sim.env.Env  # fmt: skip
         from ecntune.sim.env import Env
         from ecntune.sim.fabric import build
         from ecntune.sim.schedule import EpisodeTraffic
@@ -134,7 +135,7 @@ class SimScenario(TrafficSpec):
             features=features, reward=reward, buffer_bytes=sc.buffer_bytes,
             reward_weights=sc.reward_weights,
             nic_ce_s=None if self.emulated else DATACENTER_NIC_CE_S, rtt_steps=sc.rtt_steps,
-            reward_baseline=reward_baseline,
+            reward_baseline=reward_baseline, reward_scope=reward_scope,
         )  # fmt: skip
 
 

@@ -232,3 +232,29 @@ def test_a_reward_baseline_subtracts_its_settings_reward_on_the_same_flows():
     np.testing.assert_allclose(rewards(paired, "8a,32a,1"), high - low, rtol=1e-4, atol=1e-6)
     with pytest.raises(ValueError, match="kmin,kmax,pmax"):
         sc.env(reward_baseline="SECN9")
+
+
+def test_a_switch_scoped_reward_gives_every_port_its_switchs_mean():
+    """`reward_scope="switch"`: each port's reward is the mean over its own switch's ports
+    (a leaf-spine, so that switches differ), the per-port rewards being the papers'."""
+    import jax
+
+    from ecntune.agent.static import thresholds_of
+    from ecntune.sim.scenario import SimScenario
+
+    sc = SimScenario("leafspine-2x2", load=0.6, incast_degree=3, episode_s=0.05)
+    per_port, shared = sc.env(reward="acc"), sc.env(reward="acc", reward_scope="switch")
+    th = thresholds_of("1a,8a,1", per_port.link_bps())
+    _, a = per_port.reset(jax.random.key(2))
+    _, b = shared.reset(jax.random.key(2))
+    groups = [row[row >= 0] for row in per_port.fabric.switch_ports]
+    assert len(groups) > 1
+    for _ in range(3):
+        _, a, own, _, _ = per_port.step(a, th)
+        _, b, mean, _, _ = shared.step(b, th)
+        own, mean = np.asarray(own), np.asarray(mean)
+        for ports in groups:
+            np.testing.assert_allclose(mean[ports], own[ports].mean(), rtol=1e-5)
+        assert len({round(float(own[g].mean()), 6) for g in groups}) > 1  # switches differ
+    with pytest.raises(ValueError, match="reward_scope"):
+        sc.env(reward_scope="fabric")
