@@ -90,8 +90,11 @@ def train(
         make(sc.env(feats, reward_kind, reward_baseline, reward_scope), config, envs)
         for sc in scenarios
     ]
-    paired = {"paired_with": reward_baseline} if reward_baseline else {}
-    paired |= {"scope": reward_scope} if reward_scope != "port" else {}
+    reward_meta = reward.to_meta()  # and how the simulator shaped it, where it did
+    if reward_baseline:
+        reward_meta["paired_with"] = reward_baseline
+    if reward_scope != "port":
+        reward_meta["scope"] = reward_scope
     carry = fabric_loops[0].init(jax.random.key(seed))
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / f"{algo}.msgpack"
@@ -107,7 +110,7 @@ def train(
         log.end_round(
             row,
             lambda meta, p=params: module.save(
-                checkpoint, config, p, meta | {"reward": reward.to_meta() | paired}
+                checkpoint, config, p, meta | {"reward": reward_meta}
             ),
         )
         bar.update(envs)
