@@ -178,5 +178,8 @@ def test_train_records_how_the_simulator_shaped_its_reward(tmp_path, ecntune_cli
     assert code == 0, stderr[-2000:]
     _, _, meta = load_checkpoint(tmp_path / "t" / "acc.msgpack", ddqn.FORMAT, "ACC")
     assert meta["reward"] == {
-        "kind": "mice_slowdown", "weights": [0.3, 0.7], "paired_with": "secn0", "scope": "switch"
+        "kind": "mice_slowdown",
+        "weights": [0.3, 0.7],
+        "paired_with": "secn0",
+        "scope": "switch",
     }
