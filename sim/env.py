@@ -121,8 +121,6 @@ class Env:
         if transport not in network.transport.UPDATES:
             raise ValueError(f"unknown transport {transport!r}; choose from {transport_names()}")
         fabric = build(topology, buffer_bytes)
-        if reward_baseline is not None:  # a bad setting fails here, not inside a jitted step
-            thresholds_of(reward_baseline, fabric.links.capacity[fabric.ports] * 8.0)
         fastest = float(np.max(fabric.links.capacity))
         table = path_table(fabric)
         max_rtt = float(np.max(table.base_rtt))
@@ -140,7 +138,7 @@ class Env:
         if nic_ce_s is not None:
             k = nic_ce_s * fabric.links.capacity[fabric.host_uplink]
             nic_marking[fabric.host_uplink] = np.stack([k, k, np.ones_like(k)], axis=-1)
-        return cls(
+        env = cls(
             fabric=fabric, table=table, traffic=traffic.params(hosts), transport=transport,
             dt=dt, interval_s=interval_s, slots=slots,
             ring=int(np.ceil(2 * max_rtt / dt)) + 4, per_host=per_host,
@@ -148,6 +146,9 @@ class Env:
             reward_kind=reward, reward_weights=RewardWeights(*reward_weights),
             reward_baseline=reward_baseline, reward_scope=reward_scope,
         )  # fmt: skip
+        if reward_baseline is not None:  # a bad setting fails here, not inside a jitted step
+            thresholds_of(reward_baseline, env.link_bps())
+        return env
 
     @property
     def steps_per_interval(self) -> int:
