@@ -59,7 +59,8 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     p.add_argument(
         "--interval-s", type=float, default=None,
-        help="decision interval (default: 0.1 s emulated fabrics, ~40 RTTs datacenter ones)",
+        help="decision interval (default: 0.1 s emulated fabrics, ~40 RTTs datacenter ones; "
+        "with --mix, of every scenario of the mix)",
     )  # fmt: skip
     p.add_argument("--switch-to", default=None, help="switch to this workload halfway through")
     p.add_argument("--load-to", type=float, default=None, help="step to this load halfway through")
@@ -128,6 +129,20 @@ def _scenario(args: argparse.Namespace) -> SimScenario:
             rtt_steps=args.rtt_steps,
         )
     except ValueError as e:  # unknown workload, negative load, ...
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _mix(args: argparse.Namespace, name: str) -> list[SimScenario]:
+    """A named mix's scenarios, each deciding every --interval-s where given: the one
+    scenario option that applies to a whole mix (how often the agents decide; the traffic
+    stays the mix's own)."""
+    scenarios = list(MIXES[name])
+    if args.interval_s is None:
+        return scenarios
+    try:
+        return [dataclasses.replace(sc, interval_s=args.interval_s) for sc in scenarios]
+    except ValueError as e:  # a non-positive interval
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
 
@@ -315,8 +330,8 @@ def run_train(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, gamma=args.gamma)
     if args.pmax:
         config = dataclasses.replace(config, pmax=tuple(float(p) for p in args.pmax.split(",")))
-    scenario = list(MIXES[args.mix]) if args.mix else _scenario(args)
-    judged = list(MIXES[args.judge_mix]) if args.judge_mix else scenario
+    scenario = _mix(args, args.mix) if args.mix else _scenario(args)
+    judged = _mix(args, args.judge_mix) if args.judge_mix else scenario
     try:
         judge = (
             Judge(judged, args.judge_episodes, grid=args.grid) if args.judge_episodes > 0 else None
@@ -396,7 +411,9 @@ def run_eval(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if args.mix:
-        scenarios, title = list(MIXES[args.mix]), f"Evaluation on the {args.mix} mix"
+        scenarios, title = _mix(args, args.mix), f"Evaluation on the {args.mix} mix"
+        if args.interval_s is not None:
+            title += f", decisions every {args.interval_s:g} s"
         if args.part:
             if max(args.part) > len(scenarios):
                 print(f"error: --part: {args.mix} has {len(scenarios)} scenarios", file=sys.stderr)
@@ -464,7 +481,7 @@ def run_distill(args: argparse.Namespace) -> int:
         return 2
     try:
         teacher = load_policy(f"{_kind(path)}:{path}")
-        scenarios = list(MIXES[args.mix]) if args.mix else [_scenario(args)]
+        scenarios = _mix(args, args.mix) if args.mix else [_scenario(args)]
         start = time.monotonic()
         result = distill.distill(teacher, scenarios, args.episodes, args.max_leaves,
                                  args.max_depth, progress=print,
@@ -488,7 +505,7 @@ def run_distill(args: argparse.Namespace) -> int:
     )
     if args.judge_mix:
         agents = {f"{_kind(path)}:{path.stem}": teacher, "tree:distilled": distill.load(tree_path)}
-        judged = evaluate_mix(list(MIXES[args.judge_mix]), agents, args.judge_episodes,
+        judged = evaluate_mix(_mix(args, args.judge_mix), agents, args.judge_episodes,
                               args.judge_seed, cache=args.out / "runs")  # fmt: skip
         report.write(judged, args.out / "eval", f"Distilled tree and its agent on {args.judge_mix}")
         print(distill.write_judgement(judged, *agents, result, args.out))

@@ -75,6 +75,12 @@ class SimScenario(TrafficSpec):
     # ns-3 checks use; 10 trains ~1.8x faster with mice FCTs within a few % (sim/README.md)
     rtt_steps: int = 20
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("episode_s", "interval_s"):
+            if (value := getattr(self, name)) is not None and value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+
     @property
     def emulated(self) -> bool:
         return self.topology in EMULATED

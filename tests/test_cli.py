@@ -1,5 +1,6 @@
 """The installed console script and the packaging rules it depends on."""
 
+import dataclasses
 import json
 import os
 import shutil
@@ -183,3 +184,27 @@ def test_train_records_how_the_simulator_shaped_its_reward(tmp_path, ecntune_cli
         "paired_with": "secn0",
         "scope": "switch",
     }
+
+
+def test_interval_applies_to_every_scenario_of_a_mix(tmp_path, ecntune_cli):
+    """--interval-s with --mix: each of the mix's scenarios decides that often, its traffic
+    unchanged; a non-positive interval is refused before anything runs."""
+    import argparse
+
+    from ecntune.agent.cli import _mix
+    from ecntune.sim.scenario import MIXES
+
+    mix = MIXES["star8-20ms-cubic-heldout"]
+    slower = _mix(argparse.Namespace(interval_s=0.5), "star8-20ms-cubic-heldout")
+    assert [sc.interval_s for sc in slower] == [0.5] * len(mix)
+    assert [dataclasses.replace(sc, interval_s=None) for sc in slower] == list(mix)
+    assert _mix(argparse.Namespace(interval_s=None), "star8-20ms-cubic-heldout") == list(mix)
+    for command, mix_name in (
+        ("train", "star8-20ms-cubic-train"),
+        ("eval", "star8-20ms-cubic-heldout"),
+    ):
+        out = str(tmp_path / command)
+        code, _, stderr = ecntune_cli(command, "--mix", mix_name, "--interval-s", "0", "--out", out)
+        assert code == 2, stderr[-2000:]
+        assert "interval_s must be positive" in stderr
+        assert not (tmp_path / command).exists()
