@@ -37,6 +37,7 @@ import dataclasses
 import functools
 import hashlib
 import shutil
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -519,14 +520,43 @@ def best_statics(
 # -- the protocol, end to end ---------------------------------------------------------------
 
 
+def settings_alpha(o: Outcome, alpha: np.ndarray) -> np.ndarray:
+    """(E, T, ports, 3): kmin and kmax in units of each port's α (`alpha`, (ports,) bytes),
+    the zero level as 0, and pmax; NaN where the port was idle."""
+    kmin, kmax, pmax = np.moveaxis(o.settings, -1, 0)
+    kmax = np.where(kmax <= 1.0, 0.0, kmax / alpha)  # one byte: the zero level
+    held = np.stack([kmin / alpha, kmax, pmax], axis=-1)
+    return np.where(np.isnan(o.queue_bytes)[..., None], np.nan, held)
+
+
 def busy_settings_alpha(o: Outcome, alpha: np.ndarray) -> np.ndarray:
-    """(n, 3): kmin and kmax in units of each port's α (`alpha`, (ports,) bytes) and pmax,
-    one row per (episode, interval, port) the port was busy, rounded to 3 decimals."""
-    busy = ~np.isnan(o.queue_bytes)  # (E, T, ports)
-    s = o.settings[busy]  # (n, 3): kmin, kmax (bytes), pmax
-    per_port = np.broadcast_to(alpha, busy.shape)[busy]
-    kmax = np.where(s[:, 1] <= 1.0, 0.0, s[:, 1] / per_port)  # one byte: the zero level
-    return np.round(np.stack([s[:, 0] / per_port, kmax, s[:, 2]], axis=1), 3)
+    """(n, 3): `settings_alpha` rows of every (episode, interval, port) the port was busy,
+    rounded to 3 decimals."""
+    return np.round(settings_alpha(o, alpha)[~np.isnan(o.queue_bytes)], 3)
+
+
+def around_change(o: Outcome, alpha: np.ndarray, change: int) -> np.ndarray:
+    """Whether a policy follows a traffic change that begins at interval `change`: mean kmin
+    and kmax (α units) held on busy ports before it and from it on, on the port whose queue
+    rose most (in each episode: a storm's target) and on the other ports. Shape (2 ports:
+    risen, others; 2: before, after; 2: kmin, kmax), averaged over episodes."""
+    held = settings_alpha(o, alpha)[..., :2]  # (E, T, ports, 2)
+    with warnings.catch_warnings():  # a port idle on one side: NaN, left out of the means
+        warnings.simplefilter("ignore", RuntimeWarning)
+        queue = [
+            np.nanmean(o.queue_bytes[:, part], axis=1)
+            for part in (slice(None, change), slice(change, None))
+        ]
+        rise = np.nan_to_num(queue[1] - queue[0], nan=-np.inf)  # (E, ports)
+        risen = np.arange(rise.shape[1]) == np.argmax(rise, axis=1)[:, None]  # (E, ports)
+        sides = [
+            np.nanmean(held[:, part], axis=1) for part in (slice(None, change), slice(change, None))
+        ]
+        return np.stack([
+            np.stack([np.nanmean(np.where(mask[..., None], side, np.nan), axis=(0, 1))
+                      for side in sides])
+            for mask in (risen, ~risen)
+        ])  # fmt: skip
 
 
 def most_frequent_setting(outcomes: Sequence[Outcome], alpha: Sequence[np.ndarray]) -> str:

@@ -2,7 +2,9 @@
 
 report.md        the verdict first: each agent against the single best static over the
                  mix, then per scenario against that scenario's best static in hindsight
-                 and the SECN presets, every number with its 95 % CI, unfinished flows
+                 and the SECN presets, every number with its 95 % CI, unfinished flows;
+                 where the traffic changes mid-episode, whether each agent's thresholds
+                 follow the change
 comparisons.csv  one row per (agent, scope, baseline, metric): values, relative
                  difference and CI (scope: "mix" or a scenario)
 policies.csv     every policy on every scenario: mice/all FCT slowdown, mice p99 FCT,
@@ -27,6 +29,7 @@ from ecntune.agent.evaluate import (
     Comparison,
     MixResult,
     Outcome,
+    around_change,
     busy_settings_alpha,
     statistic,
 )
@@ -180,6 +183,7 @@ def write(result: MixResult, out: Path, title: str) -> str:
                 c = record(agent, label, base, result.per_scenario(agent, i, base))[0]
                 cells.append(formatted(c))
             lines.append(f"| {label} | {agent} | " + " | ".join(cells) + " |")
+    lines += _around_changes(result)
     rows = [
         policy_row(label, name, o)
         for label, runs in zip(labels, result.runs, strict=True)
@@ -235,6 +239,39 @@ def _room(result: MixResult) -> str:
         "much; near zero, only changing the setting within an episode can beat the single "
         "best static.\n"
     )
+
+
+def _around_changes(result: MixResult) -> list[str]:
+    """Adaptation seen directly: in every scenario whose traffic changes mid-episode (a storm
+    begins, the load or workload switches), the thresholds each agent held before and after,
+    on the port whose queue rose most and on the others. A policy that follows the change
+    moves there; a static one, or an agent in disguise, shows the same on both sides."""
+    rows = []
+    for sc, runs, alpha in zip(result.scenarios, result.runs, result.alpha_bytes, strict=True):
+        episode_s = sc.resolved().episode_s
+        at_s = sc.change_at_s(episode_s)
+        for agent in result.agents if at_s is not None else ():
+            intervals = runs[agent].settings.shape[1]
+            change = round(at_s / episode_s * intervals)
+            if not 0 < change < intervals:
+                continue
+            (kmin_r, kmax_r), (kmin_o, kmax_o) = (
+                [f"{before:.2g} → {after:.2g}" for before, after in port.T]
+                for port in around_change(runs[agent], alpha, change)
+            )
+            rows.append(f"| {sc.label} | {sc.describe_change()} at {at_s:g} s | {agent} | "
+                        f"{kmin_r} | {kmax_r} | {kmin_o} | {kmax_o} |")  # fmt: skip
+    if not rows:
+        return []
+    return [
+        "\n## Around the traffic change: do the agents follow it?\n",
+        "Mean kmin and kmax (units of α; 0: the zero level) each agent held on busy ports "
+        "before the change and after it, on the port whose queue rose most in each episode "
+        "(a storm's target) and on the other ports, averaged over the episodes.\n",
+        "| scenario | change | agent | risen port: kmin | kmax | other ports: kmin | kmax |",
+        "|---" * 7 + "|",
+        *rows,
+    ]
 
 
 def _presets(result: MixResult) -> list[str]:

@@ -593,6 +593,40 @@ def test_an_agent_at_the_zero_level_is_frozen_to_the_same_step_on_every_port():
         assert float(off.kmax_bytes[0]) == 0.0
 
 
+def test_the_report_shows_whether_an_agent_follows_a_storm(tmp_path: Path):
+    """Before/after the storm begins: an agent that raises its storm port's kmax from the
+    zero level to 8α shows 0 → 8 there and no change on the other ports; a static shows
+    the same on both sides; a scenario without a change has no such rows."""
+    from ecntune.agent import report
+
+    storm = SimScenario("tiny", incast_degree=2, incast_from_s=0.15, episode_s=0.3)
+    steady = SimScenario("tiny", load=0.3, episode_s=0.3)
+    alpha = np.array([1500.0, 1500.0])
+    queue = np.full((2, 6, 2), 1000.0)
+    queue[:, 3:, 1] = 9000.0  # the storm's target: port 1 from interval 3 (0.15 s of 0.3)
+    settings = np.zeros((2, 6, 2, 3))
+    settings[..., :] = [0.0, 1.0, 1.0]  # the zero level
+    settings[:, 3:, 1, :] = [1500.0, 12_000.0, 1.0]  # 1α, 8α on the storm's port after it
+    base = outcome(np.ones((2, 3)))._replace(queue_bytes=queue)
+    follows = base._replace(settings=settings)
+    static = base._replace(settings=np.broadcast_to(settings[:, :1], settings.shape))  # before's
+    statics = ["static:0a,0a,1", "static:secn0", "static:secn1", "static:secn2"]
+    runs = [{"acc:follows": follows} | dict.fromkeys(statics, static)] * 2
+    per, single, scores = best_statics(runs, statics)
+    result = evaluate.MixResult([storm, steady], runs, ["acc:follows"], statics,
+                                per, single, scores, 2, 0, {"acc:follows": "static:0a,0a,1"},
+                                [alpha, alpha])  # fmt: skip
+    follow = evaluate.around_change(follows, alpha, 3)
+    np.testing.assert_allclose(follow, [[[0, 0], [1, 8]], [[0, 0], [0, 0]]])
+    np.testing.assert_allclose(evaluate.around_change(static, alpha, 3), 0)
+    text = report.write(result, tmp_path, "storm")
+    assert (
+        f"| {storm.label} | 2:1 incasts begin at 0.15 s | acc:follows | 0 → 1 | 0 → 8 | "
+        "0 → 0 | 0 → 0 |" in text
+    )
+    assert f"| {steady.label} |" not in text.split("do the agents follow it?")[1].split("##")[0]
+
+
 def test_eval_names_checkpoints_apart_where_their_files_share_a_name():
     from ecntune.agent.cli import _checkpoints
 
