@@ -246,6 +246,8 @@ def _around_changes(result: MixResult) -> list[str]:
     begins, the load or workload switches), the thresholds each agent held before and after,
     on the port whose queue rose most and on the others. A policy that follows the change
     moves there; a static one, or an agent in disguise, shows the same on both sides."""
+    if not result.agents:  # statics alone (no α per scenario either): the same both sides
+        return []
     rows = []
     for sc, runs, alpha in zip(result.scenarios, result.runs, result.alpha_bytes, strict=True):
         episode_s = sc.resolved().episode_s
