@@ -266,12 +266,9 @@ class Env:
 
     def _switch_mean(self, per_port: jnp.ndarray) -> jnp.ndarray:
         """Every port's value replaced by the mean over its switch's ports."""
-        groups = self.fabric.switch_ports  # (switches, width), -1 padded
-        switch_of = np.zeros(self.n_ports, np.int32)
-        for switch, row in enumerate(groups):
-            switch_of[row[row >= 0]] = switch
-        totals = jnp.zeros(len(groups)).at[switch_of].add(per_port)
-        return (totals / np.sum(groups >= 0, axis=1))[switch_of]
+        switch_of = self.fabric.port_switch
+        totals = jnp.zeros(len(self.fabric.switch_ports)).at[switch_of].add(per_port)
+        return (totals / np.bincount(switch_of, minlength=len(totals)))[switch_of]
 
     def _through(self, p: network.Params) -> jnp.ndarray:
         """(flows, ports): whether each flow's path crosses each switch egress port."""
