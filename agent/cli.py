@@ -205,6 +205,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="port: each port its own reward (the papers); switch: every port its switch's "
         "mean reward, so a port is charged for what its setting costs the others (sim/env.py)",
     )  # fmt: skip
+    t.add_argument(
+        "--switch-cost", type=float, default=0.0, metavar="REWARD",
+        help="charge a port this much reward in each interval whose setting differs from its "
+        "last, so it changes only when the change pays for itself (agent/rewards.py)",
+    )  # fmt: skip
     t.add_argument("--save-every", type=int, default=10)
     t.add_argument(
         "--judge-episodes", type=int, default=0,
@@ -341,7 +346,7 @@ def run_train(args: argparse.Namespace) -> int:
         path = train(args.algo, scenario, args.episodes, out, args.seed, config,
                      args.save_every, judge=judge, envs=args.envs,
                      reward_kind=reward_kind, reward_baseline=args.reward_baseline,
-                     reward_scope=args.reward_scope)  # fmt: skip
+                     reward_scope=args.reward_scope, switch_cost=args.switch_cost)  # fmt: skip
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

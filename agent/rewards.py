@@ -21,6 +21,14 @@ FCT over its ideal one, and its FCT is the sum of its time in every interval, Li
 by flow), so a return maximiser minimises what the judge measures, and every interval a
 mouse spends waiting is charged to that interval, not to the one in which it happened to
 finish (MICE_FCT's credit problem). Simulator-only, like MICE_FCT.
+
+A switching cost (`switched`, sim/env.py Env.switch_cost) is not a reward of its own but a
+charge on top of any of them: a port pays it in every interval whose setting differs from
+the one it ran the interval before. Agents trained on the papers' rewards change their
+setting from one interval to the next, and those changes alone cost a few % of mice
+slowdown against holding their most frequent setting (docs/results "One storm alone");
+with the charge a change must pay for itself in the rewards that follow (hysteresis,
+learnt). Training shapes with it; the controller judges the agent by its reward alone.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import jax.numpy as jnp
 
 from ecntune.agent.actions import alpha_bytes
 from ecntune.agent.features import mean_queue_bytes, utilisation
-from ecntune.telemetry import Array, PortTelemetry
+from ecntune.telemetry import Array, EcnThresholds, PortTelemetry
 
 
 class RewardWeights(NamedTuple):
@@ -65,6 +73,17 @@ MICE_FCT = "mice_fct"  # the simulator's privileged rewards (module docstring; s
 MICE_SLOWDOWN = "mice_slowdown"
 SIMULATOR_REWARDS = (MICE_FCT, MICE_SLOWDOWN)
 MICE_SLOWDOWN_SCALE = 10.0  # mouse-slowdowns per interval that make one unit of reward
+
+
+def switched(ran_with: PortTelemetry, setting: EcnThresholds) -> Array:
+    """1.0 for every port whose `setting` differs from the one its last interval ran with
+    (telemetry carries it), else 0.0: what a switching cost charges."""
+    changed = (
+        (jnp.abs(setting.kmin_bytes - ran_with.kmin_bytes) > 0.5)
+        | (jnp.abs(setting.kmax_bytes - ran_with.kmax_bytes) > 0.5)
+        | (jnp.abs(setting.pmax - ran_with.pmax) > 1e-6)
+    )
+    return changed.astype(jnp.float32)
 
 
 class Reward(NamedTuple):

@@ -56,14 +56,16 @@ def train(
     reward_kind: str | None = None,
     reward_baseline: str | None = None,
     reward_scope: str = "port",
+    switch_cost: float = 0.0,
 ) -> Path:
     """Train an ACC ("acc"), PET ("pet") or GraphCC ("graphcc") agent for at least
     `episodes` episodes (whole rounds of `envs`); returns the checkpoint path.
     `reward_kind`: the algorithm's own paper's reward unless given (agent/rewards.py:
     "mice_fct" or "mice_slowdown", the simulator's privileged ones, for ablations);
     `reward_baseline`: a static setting whose reward on the same flows is subtracted from
-    the agent's; `reward_scope` "switch": each port rewarded with its switch's mean
-    (both: sim/env.py Env.make)."""
+    the agent's; `reward_scope` "switch": each port rewarded with its switch's mean;
+    `switch_cost`: charged to a port for each change of its setting (all three:
+    sim/env.py Env.make)."""
     import jax
     from tqdm import tqdm
 
@@ -87,7 +89,7 @@ def train(
     reward = Reward(reward_kind, RewardWeights(*scenarios[0].reward_weights))
     feats = config.features
     fabric_loops = [
-        make(sc.env(feats, reward_kind, reward_baseline, reward_scope), config, envs)
+        make(sc.env(feats, reward_kind, reward_baseline, reward_scope, switch_cost), config, envs)
         for sc in scenarios
     ]
     reward_meta = reward.to_meta()  # and how the simulator shaped it, where it did
@@ -95,6 +97,8 @@ def train(
         reward_meta["paired_with"] = reward_baseline
     if reward_scope != "port":
         reward_meta["scope"] = reward_scope
+    if switch_cost:
+        reward_meta["switch_cost"] = switch_cost
     carry = fabric_loops[0].init(jax.random.key(seed))
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / f"{algo}.msgpack"

@@ -31,6 +31,7 @@ from ecntune.agent.rewards import (
     MICE_SLOWDOWN_SCALE,
     REWARDS,
     RewardWeights,
+    switched,
 )
 from ecntune.agent.static import thresholds_of
 from ecntune.sim import network, transport
@@ -73,6 +74,8 @@ class Env:
     reward_baseline: str | None = None
     # "switch": every port gets the mean reward of its switch's ports (a team reward: `make`)
     reward_scope: Literal["port", "switch"] = "port"
+    # reward a port pays in an interval whose setting differs from its last (`make`)
+    switch_cost: float = 0.0
 
     @classmethod
     def make(
@@ -91,6 +94,7 @@ class Env:
         rtt_steps: int = RTT_STEPS,
         reward_baseline: str | None = None,
         reward_scope: Literal["port", "switch"] = "port",
+        switch_cost: float = 0.0,
     ) -> Env:
         """Sensible time steps for the fabric: dt = the larger of 1/4 of an MTU's time on the
         fastest link and 1/`rtt_steps` of the shortest base RTT (feedback, the fastest
@@ -113,7 +117,13 @@ class Env:
         `reward_scope`: "port", each port its own reward (the papers); "switch", each port
         the mean over its switch's ports. A port that raises its threshold can gain on its
         own mice while the senders it lets grow slow the mice of the switch's other ports
-        (docs/results: "A team reward"); a per-port reward never charges it for that."""
+        (docs/results: "A team reward"); a per-port reward never charges it for that.
+
+        `switch_cost`: subtracted from a port's reward in every interval but the first whose
+        setting differs from the last one's (agent/rewards.py `switched`), after the
+        scope: each port pays for its own changes."""
+        if switch_cost < 0:
+            raise ValueError(f"switch_cost must be >= 0, got {switch_cost}")
         if reward_scope not in ("port", "switch"):
             raise ValueError(f"reward_scope is 'port' or 'switch', got {reward_scope!r}")
         if rtt_steps < 2:
@@ -145,6 +155,7 @@ class Env:
             incast_flows=incast_flows, nic_marking=nic_marking, features=features,
             reward_kind=reward, reward_weights=RewardWeights(*reward_weights),
             reward_baseline=reward_baseline, reward_scope=reward_scope,
+            switch_cost=float(switch_cost),
         )  # fmt: skip
         if reward_baseline is not None:  # a bad setting fails here, not inside a jitted step
             thresholds_of(reward_baseline, env.link_bps())
@@ -197,6 +208,10 @@ class Env:
             baseline = after
         if self.reward_scope == "switch":
             reward = self._switch_mean(reward)
+        if self.switch_cost:  # the first interval's setting replaces no setting of the agent's
+            ran_with = jax.tree.map(lambda h: h[-1], state.history)
+            charged = switched(ran_with, thresholds) * (state.interval > 0)
+            reward = reward - self.switch_cost * charged
         done = net.t >= self.traffic.duration_s
         info = {
             "telemetry": tel,

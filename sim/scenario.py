@@ -122,7 +122,7 @@ class SimScenario(TrafficSpec):
 
     def env(
         self, features: str = "acc", reward: str = "acc", reward_baseline: str | None = None,
-        reward_scope: str = "port",
+        reward_scope: str = "port", switch_cost: float = 0.0,
     ):  # -> ecntune.sim.env.Env  # fmt: skip
         from ecntune.sim.env import Env
         from ecntune.sim.fabric import build
@@ -141,7 +141,7 @@ class SimScenario(TrafficSpec):
             features=features, reward=reward, buffer_bytes=sc.buffer_bytes,
             reward_weights=sc.reward_weights,
             nic_ce_s=None if self.emulated else DATACENTER_NIC_CE_S, rtt_steps=sc.rtt_steps,
-            reward_baseline=reward_baseline, reward_scope=reward_scope,
+            reward_baseline=reward_baseline, reward_scope=reward_scope, switch_cost=switch_cost,
         )  # fmt: skip
 
 

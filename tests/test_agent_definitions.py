@@ -234,6 +234,34 @@ def test_a_reward_baseline_subtracts_its_settings_reward_on_the_same_flows():
         sc.env(reward_baseline="SECN9")
 
 
+def test_a_switch_cost_charges_each_port_for_its_own_changes_only():
+    """`switch_cost`: a port whose setting differs from its last interval's pays the cost,
+    one that holds pays nothing, and nobody pays for the first interval's setting."""
+    import jax
+
+    from ecntune.agent.static import thresholds_of
+    from ecntune.sim.scenario import SimScenario
+
+    sc = SimScenario("star8", load=0.6, incast_degree=4, episode_s=0.3)
+    free, charged = sc.env(reward="acc"), sc.env(reward="acc", switch_cost=0.25)
+    low, high = (
+        thresholds_of("1a,1a,1", free.link_bps()),
+        thresholds_of("8a,32a,1", free.link_bps()),
+    )
+    mixed = jax.tree.map(lambda a, b: a.at[::2].set(b[::2]), low, high)  # even ports high
+    _, a = free.reset(jax.random.key(4))
+    _, b = charged.reset(jax.random.key(4))
+    even = np.arange(free.n_ports) % 2 == 0
+    for setting, cost in [
+        (low, 0.0), (low, 0.0), (mixed, 0.25 * even), (mixed, 0.0), (low, 0.25 * even)
+    ]:  # fmt: skip
+        _, a, reward, _, _ = free.step(a, setting)
+        _, b, shaped, _, _ = charged.step(b, setting)
+        np.testing.assert_allclose(np.asarray(reward) - np.asarray(shaped), cost, atol=1e-6)
+    with pytest.raises(ValueError, match="switch_cost"):
+        sc.env(switch_cost=-0.1)
+
+
 def test_a_switch_scoped_reward_gives_every_port_its_switchs_mean():
     """`reward_scope="switch"`: each port's reward is the mean over its own switch's ports
     (a leaf-spine, so that switches differ), the per-port rewards being the papers'."""

@@ -162,9 +162,9 @@ def test_the_controller_runs_only_a_switch_keyed_tree_in_the_switch(tmp_path, ec
 
 
 def test_train_records_how_the_simulator_shaped_its_reward(tmp_path, ecntune_cli):
-    """--reward mice-slowdown --reward-baseline --reward-scope reach the environment and the
-    checkpoint says so (the controller then refuses the agent: a simulator-only reward);
-    a baseline that is no setting is refused before anything trains."""
+    """--reward mice-slowdown --reward-baseline --reward-scope --switch-cost reach the
+    environment and the checkpoint says so (the controller then refuses the agent: a
+    simulator-only reward); a baseline that is no setting is refused before anything trains."""
     from ecntune.agent import ddqn
     from ecntune.agent.nets import load_checkpoint
 
@@ -174,7 +174,7 @@ def test_train_records_how_the_simulator_shaped_its_reward(tmp_path, ecntune_cli
     assert code == 2, stderr[-2000:]
     assert "kmin,kmax,pmax" in stderr
     assert not (tmp_path / "x" / "acc.msgpack").exists()
-    shaped = ["--reward-baseline", "secn0", "--reward-scope", "switch"]
+    shaped = ["--reward-baseline", "secn0", "--reward-scope", "switch", "--switch-cost", "0.02"]
     code, _, stderr = ecntune_cli(*base, *shaped, "--out", str(tmp_path / "t"))
     assert code == 0, stderr[-2000:]
     _, _, meta = load_checkpoint(tmp_path / "t" / "acc.msgpack", ddqn.FORMAT, "ACC")
@@ -183,6 +183,7 @@ def test_train_records_how_the_simulator_shaped_its_reward(tmp_path, ecntune_cli
         "weights": [0.3, 0.7],
         "paired_with": "secn0",
         "scope": "switch",
+        "switch_cost": 0.02,
     }
 
 
