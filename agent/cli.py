@@ -244,6 +244,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "*.json a distilled tree (ecntune distill), anything else ACC; shown as KIND:NAME "
         "(default: the file's stem, or its folder's name where stems repeat)",
     )  # fmt: skip
+    e.add_argument(
+        "--policy", action="append", default=[], metavar="SPEC",
+        help="a policy judged like the agents (repeatable), e.g. a hand-written rule "
+        "rule:senders>=4:1a,32a,0.2:0a,0a,1 (agent/rule.py)",
+    )  # fmt: skip
     e.add_argument("--episodes", type=int, default=20, help="per scenario (the protocol: >= 20)")
     e.add_argument("--seed", type=int, default=HELD_OUT_SEED, help="first episode's seed")
     e.add_argument(
@@ -412,6 +417,8 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         for name, ck in _checkpoints(args.checkpoint).items():
             agents[name] = load_policy(f"{name.partition(':')[0]}:{ck}")
+        for spec in args.policy:
+            agents[spec] = load_policy(spec)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

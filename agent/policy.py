@@ -10,6 +10,9 @@ restored, so a restarted controller resumes where it stopped.
     load_policy("acc:path/to/ckpt")      a DDQN agent (agent/ddqn.py)
     load_policy("pet:path/to/ckpt")      an IPPO agent (agent/ippo.py)
     load_policy("tree:path/tree.json")   a distilled agent: one table lookup (agent/distill.py)
+    load_policy("rule:senders>=4:1a,32a,0.2:0a,0a,1")
+                                         a hand-written rule: one setting while a port sees
+                                         an incast, another otherwise (agent/rule.py)
     load_policy("graphcc:path/to/ckpt")  GraphCC (agent/graphcc.py): decides for a whole
                                          fabric at once, once bound to its port graph
 """
@@ -61,11 +64,16 @@ def load_policy(spec: str | Policy) -> Policy:
         )
     if kind == "static":
         return StaticPolicy(arg)
+    if kind == "rule":
+        from ecntune.agent.rule import RulePolicy
+
+        return RulePolicy(arg)
     if kind in LEARNED_KINDS:
         import importlib
 
         return importlib.import_module(LEARNED_KINDS[kind]).load(Path(arg))
-    raise ValueError(f"unknown policy kind {kind!r} (known: static, {', '.join(LEARNED_KINDS)})")
+    known = ", ".join(("static", "rule", *LEARNED_KINDS))
+    raise ValueError(f"unknown policy kind {kind!r} (known: {known})")
 
 
 def greedy_function(policy: Policy) -> tuple[Callable[[Any, PortTelemetry], EcnThresholds], Any]:

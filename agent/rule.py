@@ -1,0 +1,81 @@
+"""A hand-written adaptive baseline: one setting while a port sees an incast, another otherwise.
+
+    load_policy("rule:senders>=4:1a,32a,0.2:0a,0a,1")
+
+Per port: if any of the last k intervals the policy sees (agent/features.py HISTORY) counted
+at least N distinct senders towards the port (the digest's sketch, telemetry.py
+`senders_estimate`, PET's incast degree), the first setting, else the second. Settings are
+kmin, kmax in units of the port's α and pmax, as agent/static.py writes them ("0a" is the
+zero level).
+
+Why it exists (issue 14): before asking an agent to find an adaptive policy that beats the
+best static setting, ask whether a simple one exists on a mix at all, from the telemetry
+every agent sees. Its parameters are arrays, so the evaluator simulates many rules in one
+compiled batch as it does the statics, and the controller runs it as any policy.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from ecntune.agent.actions import alpha_bytes, kmax_in_bytes
+from ecntune.agent.policy import compiled
+from ecntune.agent.static import explicit
+from ecntune.telemetry import Array, EcnThresholds, PortTelemetry
+
+
+class RuleParams(NamedTuple):
+    min_senders: Array  # () the incast trigger N
+    incast: Array  # (3,) kmin α, kmax α, pmax while triggered
+    otherwise: Array  # (3,) the same otherwise
+
+
+def parse(spec: str) -> RuleParams:
+    """'senders>=N:SETTING:SETTING' -> RuleParams; ValueError says what is wrong."""
+    parts = spec.split(":")
+    if len(parts) != 3 or not parts[0].startswith("senders>="):
+        raise ValueError(f"a rule is 'senders>=N:kmin,kmax,pmax:kmin,kmax,pmax', got {spec!r}")
+    try:
+        n = float(parts[0].removeprefix("senders>="))
+    except ValueError:
+        raise ValueError(f"{parts[0]!r}: N must be a number") from None
+    settings = []
+    for setting in parts[1:]:
+        explicit(setting)  # the static policies' own checks
+        kmin, kmax, pmax = (f.strip() for f in setting.split(","))
+        if not (kmin.endswith("a") and kmax.endswith("a")):
+            raise ValueError(f"a rule's settings are in α units (like 1a,8a,0.2), got {setting!r}")
+        settings.append([float(kmin[:-1]), float(kmax[:-1]), float(pmax)])
+    return RuleParams(jnp.float32(n), *(jnp.asarray(s, jnp.float32) for s in settings))
+
+
+def decide(params: RuleParams, history: PortTelemetry) -> tuple[Array, EcnThresholds]:
+    """(triggered per port, the settings): pure, so it runs under jit and vmap."""
+    triggered = jnp.any(jnp.asarray(history.senders) >= params.min_senders, axis=0)
+    chosen = jnp.where(triggered[:, None], params.incast, params.otherwise)  # (ports, 3)
+    alpha = alpha_bytes(jnp.asarray(history.link_bps)[-1])
+    kmin, kmax, pmax = chosen[:, 0], chosen[:, 1], chosen[:, 2]
+    return triggered, EcnThresholds(kmin * alpha, kmax_in_bytes(kmax, alpha), pmax)
+
+
+class RulePolicy:
+    # every rule is the same function of different parameters: one compiled simulation for
+    # all of them (agent/evaluate.py batches policies by type and config)
+    config = "rule"
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.acting_params = parse(spec)
+        self._decide = compiled(decide, self.acting_params)
+
+    @property
+    def name(self) -> str:
+        return f"rule:{self.spec}"
+
+    def decide(self, params: RuleParams, history: PortTelemetry) -> tuple[Array, EcnThresholds]:
+        return decide(params, history)
+
+    def act(self, history: PortTelemetry) -> EcnThresholds:
+        return self._decide(self.acting_params, history)[-1]

@@ -1,0 +1,67 @@
+"""The hand-written incast rule (agent/rule.py): what it decides from telemetry, what it refuses,
+and that the evaluator runs rules as one batch with the same outcomes as alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ecntune.agent import evaluate
+from ecntune.agent.actions import alpha_bytes
+from ecntune.agent.policy import load_policy
+from ecntune.sim.scenario import SimScenario
+from ecntune.telemetry import PortTelemetry
+
+RULE = "rule:senders>=4:2a,16a,0.2:0a,0a,1"
+
+
+def history(senders: list[list[float]], link_bps: float = 20e6) -> PortTelemetry:
+    """k intervals (rows) of ports (columns) that counted these senders; the rest plausible."""
+    s = np.asarray(senders, np.float32)
+    one = np.ones_like(s)
+    values = (0.1, link_bps, 1e5, 70, 1e4, 7, 5e6, 70, 9e4, 2e4, 8e4, 0.1)
+    return PortTelemetry(*(one * v for v in values), senders=s, elephant_bytes=0 * one)
+
+
+def test_a_port_that_saw_an_incast_in_its_window_gets_the_incast_setting():
+    rule = load_policy(RULE)
+    # port 0 never reaches 4 senders; port 1 did two intervals ago; port 2 now
+    th = rule.act(history([[1, 4.2, 1], [2, 1, 2], [3, 1, 5]]))
+    alpha = float(alpha_bytes(20e6))
+    np.testing.assert_allclose(th.kmin_bytes, [0, 2 * alpha, 2 * alpha], rtol=1e-6)
+    np.testing.assert_allclose(th.kmax_bytes, [1, 16 * alpha, 16 * alpha], rtol=1e-6)
+    np.testing.assert_allclose(th.pmax, [1, 0.2, 0.2], rtol=1e-6)
+    assert rule.name == RULE
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("rule:qlen>=4:1a,2a,1:0a,0a,1", "senders>="),
+        ("rule:senders>=many:1a,2a,1:0a,0a,1", "N must be a number"),
+        ("rule:senders>=4:20KB,80KB,1:0a,0a,1", "α units"),
+        ("rule:senders>=4:8a,2a,1:0a,0a,1", "kmin <= kmax"),
+        ("rule:senders>=4:1a,2a,1", "senders>=N"),
+    ],
+)
+def test_a_malformed_rule_is_refused_with_what_is_wrong(spec: str, message: str):
+    with pytest.raises(ValueError, match=message):
+        load_policy(spec)
+
+
+def test_rules_run_as_one_batch_and_one_that_never_fires_is_its_static_setting():
+    """Two rules share one compiled simulation; a rule whose trigger no port reaches
+    decides exactly as its second setting run as a static."""
+    sc = SimScenario("tiny", load=0.7, incast_degree=2, episode_s=0.2)
+    rules = {"fires": load_policy(RULE), "never": load_policy("rule:senders>=1e9:8a,8a,1:1a,4a,1")}
+    together = evaluate.run_policies(sc, rules, episodes=2, seed=3, drain_factor=0.5)
+    batched = evaluate._rollout(
+        evaluate.scenario_env(sc), ("RulePolicy", "rule"), None, 0.5, batched_params=True
+    )
+    assert evaluate._BATCHES[batched] == {4}  # 2 rules x 2 episodes in one call
+    static = evaluate.run_policies(
+        sc, {"s": load_policy("static:1a,4a,1")}, episodes=2, seed=3, drain_factor=0.5
+    )["s"]
+    np.testing.assert_array_equal(together["never"].fct_s, static.fct_s)
+    np.testing.assert_array_equal(together["never"].settings, static.settings)
+    assert not np.array_equal(together["fires"].settings, together["never"].settings)
