@@ -15,12 +15,18 @@ from ecntune.telemetry import PortTelemetry
 RULE = "rule:senders>=4:2a,16a,0.2:0a,0a,1"
 
 
-def history(senders: list[list[float]], link_bps: float = 20e6) -> PortTelemetry:
-    """k intervals (rows) of ports (columns) that counted these senders; the rest plausible."""
+def history(
+    senders: list[list[float]], qmax_bytes: float = 9e4, link_bps: float = 20e6
+) -> PortTelemetry:
+    """k intervals (rows) of ports (columns) that counted these senders and saw this deepest
+    queue; the rest plausible."""
     s = np.asarray(senders, np.float32)
     one = np.ones_like(s)
-    values = (0.1, link_bps, 1e5, 70, 1e4, 7, 5e6, 70, 9e4, 2e4, 8e4, 0.1)
-    return PortTelemetry(*(one * v for v in values), senders=s, elephant_bytes=0 * one)
+    values = (0.1, link_bps, 1e5, 70, 1e4, 7, 5e6, 70)
+    return PortTelemetry(
+        *(one * v for v in values), qdepth_max_bytes=qmax_bytes * one, kmin_bytes=2e4 * one,
+        kmax_bytes=8e4 * one, pmax=0.1 * one, senders=s, elephant_bytes=0 * one,
+    )  # fmt: skip
 
 
 def test_a_port_that_saw_an_incast_in_its_window_gets_the_incast_setting():
@@ -34,11 +40,24 @@ def test_a_port_that_saw_an_incast_in_its_window_gets_the_incast_setting():
     assert rule.name == RULE
 
 
+def test_a_queue_condition_leaves_many_senders_without_a_queue_alone():
+    """qmax>=8a: the senders count fires only where the deepest queue reached 8 α too."""
+    rule = load_policy("rule:senders>=4,qmax>=8a:2a,16a,0.2:0a,0a,1")
+    alpha = float(alpha_bytes(20e6))
+    many = [[1, 6, 5]] * 3
+    shallow = rule.act(history(many, qmax_bytes=7.5 * alpha))
+    deep = rule.act(history(many, qmax_bytes=8 * alpha))
+    np.testing.assert_allclose(shallow.kmax_bytes, [1, 1, 1])
+    np.testing.assert_allclose(deep.kmax_bytes, [1, 16 * alpha, 16 * alpha], rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
         ("rule:qlen>=4:1a,2a,1:0a,0a,1", "senders>="),
-        ("rule:senders>=many:1a,2a,1:0a,0a,1", "N must be a number"),
+        ("rule:senders>=many:1a,2a,1:0a,0a,1", "must be numbers"),
+        ("rule:senders>=4,qmax>=9000:1a,2a,1:0a,0a,1", "α units"),
+        ("rule:senders>=4,qlen>=2a:1a,2a,1:0a,0a,1", "qmax>=Qa"),
         ("rule:senders>=4:20KB,80KB,1:0a,0a,1", "α units"),
         ("rule:senders>=4:8a,2a,1:0a,0a,1", "kmin <= kmax"),
         ("rule:senders>=4:1a,2a,1", "senders>=N"),
