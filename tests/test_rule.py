@@ -84,3 +84,35 @@ def test_rules_run_as_one_batch_and_one_that_never_fires_is_its_static_setting()
     np.testing.assert_array_equal(together["never"].fct_s, static.fct_s)
     np.testing.assert_array_equal(together["never"].settings, static.settings)
     assert not np.array_equal(together["fires"].settings, together["never"].settings)
+
+
+def test_the_controller_runs_a_rule_from_its_digests():
+    """The controller's pure loop with a rule: the port whose digest shows eight senders and a
+    deep queue gets the incast setting, the one with a single sender keeps the other."""
+    from ecntune.controller.loop import SwitchLoop
+    from ecntune.controller.safety import Guard
+    from ecntune.p4src import encoding as enc
+
+    link_bps, interval_s = 20e6, 0.1
+    rule = load_policy("rule:senders>=4,qmax>=16a:8a,32a,1:0a,0a,1")
+    loop = SwitchLoop(
+        "s1", {1: link_bps, 2: link_bps}, rule, load_policy("static:secn1"),
+        interval_s=interval_s, buffer_bytes=96_000,
+        guard=Guard(fallback_after=10**9, baseline_intervals=0),
+    )  # fmt: skip
+
+    def digest(port: int, bitmap: int) -> dict[str, int]:
+        d = dict.fromkeys(enc.DIGEST_FIELDS, 0)
+        d.update(port=port, interval_us=int(interval_s * 1e6), tx_bytes=200_000, tx_pkts=133,
+                 qdepth_sum_bytes=133 * 20_000, qdepth_samples=133, qdepth_max_bytes=40_000,
+                 sender_bitmap=bitmap)  # fmt: skip
+        return d
+
+    loop.on_digest(digest(1, 0xFF))  # eight senders in the sketch
+    loop.on_digest(digest(2, 0x1))
+    writes = dict(loop.tick(1.0).writes)
+    alpha = float(alpha_bytes(link_bps))
+    incast, calm = writes[1].thresholds, writes[2].thresholds
+    assert float(incast.kmax_bytes) == pytest.approx(32 * alpha, rel=0.01)
+    assert float(incast.kmin_bytes) == pytest.approx(8 * alpha, rel=0.01)
+    assert float(calm.kmax_bytes) <= 1.0 + 1e-6
