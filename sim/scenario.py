@@ -364,7 +364,7 @@ MIXES["star8-20ms-cubic-wide-train"] = (
 )
 MIXES["star8-20ms-cubic-wide-heldout"] = MIXES["star8-20ms-cubic-heldout"]  # judged on the same
 # A fresh held-out mix for the same training mix, fixed on 2026-11-29 before any policy or
-# static ran on it: the cubic held-out mix above has been judged on so often (60-odd agents,
+# static ran on it: the cubic held-out mix above has been judged on so often (over a hundred agents,
 # a hand-written rule whose failure there shaped the next rule) that choices made since are
 # no longer blind to it. New loads, degrees, periods and starts; AliStorage with and
 # without storms (many senders without an incast); a storm through a workload switch; a
