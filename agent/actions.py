@@ -60,6 +60,31 @@ def kmax_in_bytes(kmax_alpha: Array, alpha: Array) -> Array:
     return jnp.maximum(kmax_alpha * alpha, 1.0)
 
 
+def in_alpha(setting: str) -> tuple[float, float, float]:
+    """'kmin,kmax,pmax' with kmin and kmax in units of α ('1a,32a,0.2', '0a' the zero level)
+    as numbers: a setting for ports of any speed; ValueError says what is wrong."""
+    parts = [f.strip() for f in setting.split(",")]
+    if len(parts) != 3 or not (parts[0].endswith("a") and parts[1].endswith("a")):
+        raise ValueError(f"give kmin,kmax,pmax in α units (like 1a,8a,0.2), got {setting!r}")
+    try:
+        kmin, kmax, pmax = float(parts[0][:-1]), float(parts[1][:-1]), float(parts[2])
+    except ValueError:
+        raise ValueError(f"cannot read {setting!r} as 'kmin,kmax,pmax'") from None
+    if not 0 <= kmin <= kmax or not 0 <= pmax <= 1:
+        raise ValueError(f"need 0 <= kmin <= kmax and 0 <= pmax <= 1, got {setting!r}")
+    return kmin, kmax, pmax
+
+
+def listed_template(settings: tuple[str, ...]) -> ActionTemplate:
+    """Exactly these settings (α units, agent/static.py's notation), in this order: a
+    template narrowed to what one question is about, e.g. whether an agent learns when to
+    switch between two settings that a rule switches between (docs/results)."""
+    if len(settings) < 2:
+        raise ValueError(f"a listed template needs at least two settings, got {settings!r}")
+    kmin, kmax, pmax = (np.array(c) for c in zip(*map(in_alpha, settings), strict=True))
+    return ActionTemplate(kmin, kmax, pmax)
+
+
 def acc_template(
     levels: int = 10, pmax: tuple[float, ...] = ACC_PMAX, zero_level: bool = False
 ) -> ActionTemplate:

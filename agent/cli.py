@@ -183,6 +183,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "slow links, which the template cannot reach otherwise; agent/actions.py)",
     )  # fmt: skip
     t.add_argument(
+        "--action", dest="actions", action="append", default=None, metavar="SETTING",
+        help="ACC/PET: the template's actions one by one, kmin,kmax,pmax in α units (like "
+        "0a,0a,1; repeat it), in place of the --levels/--pmax/--zero-level grid",
+    )  # fmt: skip
+    t.add_argument(
+        "--features", choices=("acc", "pet", "incast"), default=None,
+        help="ACC/PET: the observation (agent/features.py; default: the algorithm's paper's); "
+        "incast is PET's and each interval's deepest queue, what agent/rule.py reads",
+    )  # fmt: skip
+    t.add_argument(
         "--gamma", type=float, default=None,
         help="discount per interval (default: the algorithm's config, agent/ddqn.py, ippo.py)",
     )  # fmt: skip
@@ -331,13 +341,22 @@ def run_train(args: argparse.Namespace) -> int:
     else:
         from ecntune.agent.graphcc import GraphccConfig
 
-        if args.pmax or args.levels != 10 or args.zero_level:
-            print("error: GraphCC's actions are its paper's 120 settings (§4.1): "
-                  "--levels, --zero-level and --pmax do not apply", file=sys.stderr)  # fmt: skip
+        if args.pmax or args.levels != 10 or args.zero_level or args.actions or args.features:
+            print("error: GraphCC's actions are its paper's 120 settings (§4.1) and its "
+                  "features its own: --levels, --zero-level, --pmax, --action and --features "
+                  "do not apply", file=sys.stderr)  # fmt: skip
             return 2
         config = GraphccConfig(eps_decay=args.eps_decay)
     if args.gamma is not None:
         config = dataclasses.replace(config, gamma=args.gamma)
+    if args.features:
+        config = dataclasses.replace(config, features=args.features)
+    if args.actions:
+        if args.pmax or args.levels != 10 or args.zero_level:
+            print("error: --action lists the template's actions: leave out --levels, "
+                  "--pmax and --zero-level", file=sys.stderr)  # fmt: skip
+            return 2
+        config = dataclasses.replace(config, settings=tuple(args.actions))
     if args.pmax:
         config = dataclasses.replace(config, pmax=tuple(float(p) for p in args.pmax.split(",")))
     scenario = _mix(args, args.mix) if args.mix else _scenario(args)

@@ -37,7 +37,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ecntune.agent.actions import ACC_PMAX, ActionTemplate, acc_template
+from ecntune.agent.actions import ACC_PMAX, ActionTemplate, acc_template, listed_template
 from ecntune.agent.features import FeatureSet, observation, observation_size
 from ecntune.agent.nets import (
     apply,
@@ -67,6 +67,7 @@ class DdqnConfig:
     levels: int = 10  # kmin, kmax = α·2^n, n < levels
     zero_level: bool = False  # and 0 below α (agent/actions.py: SECN0's step on slow links)
     pmax: tuple[float, ...] = ACC_PMAX
+    settings: tuple[str, ...] = ()  # a listed template in place of the grid (agent/actions.py)
     lr: float = 1e-3
     # A setting acts within the interval it is in force (intervals are ≥ 10 RTTs, ACC
     # §4.3), so one or two intervals of lookahead is all there is to see; 0.5 (what the
@@ -93,6 +94,8 @@ class DdqnConfig:
 
     @property
     def template(self) -> ActionTemplate:
+        if self.settings:
+            return listed_template(self.settings)
         return acc_template(self.levels, self.pmax, self.zero_level)
 
 

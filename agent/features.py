@@ -1,7 +1,11 @@
 """Observations from telemetry: ACC's (qlen, txRate, marked txRate, ECN setting) per interval,
 PET's adds incast degree and the elephant share, GraphCC's keeps only the first three, over
-the last k intervals. The "switch" set is ACC's six of the last interval alone, computed as
-ecn.p4 computes its in-switch policy's keys (issue 20): without division, in 8-bit log steps.
+the last k intervals. "incast" is PET's and the interval's deepest queue: the two signals the
+hand-written incast rule reads (agent/rule.py), so an agent can tell an incast (many senders,
+a deep queue) from many small flows (many senders, a shallow one), which the mean queue of
+a bursty interval hides (issue 14, docs/results "Agents that see what the rule sees").
+The "switch" set is ACC's six of the last interval alone, computed as ecn.p4 computes its
+in-switch policy's keys (issue 20): without division, in 8-bit log steps.
 
 Every value is normalised to roughly [0, 1] so one policy serves ports of any speed:
 rates are fractions of the link, byte quantities are log2(1 + x/α)/10 with α the action
@@ -18,13 +22,17 @@ import jax.numpy as jnp
 from ecntune.agent.actions import alpha_bytes
 from ecntune.telemetry import Array, PortTelemetry
 
-FeatureSet = Literal["acc", "pet", "graphcc", "switch"]
+FeatureSet = Literal["acc", "pet", "incast", "graphcc", "switch"]
 HISTORY = 3  # k in ACC §3.3 / PET Eq. 3
 MAX_SENDERS = 64  # incast degree saturates here (ACC trains with 2..64 senders)
 
 FEATURE_NAMES = {
     "acc": ("qlen", "tx_rate", "marked_rate", "kmin", "kmax", "pmax"),
     "pet": ("qlen", "tx_rate", "marked_rate", "kmin", "kmax", "pmax", "incast", "elephant"),
+    "incast": (
+        *("qlen", "tx_rate", "marked_rate", "kmin", "kmax", "pmax", "incast", "elephant"),
+        "qmax",
+    ),
     # GraphCC §3.3: utilisation, queue length and ECN marking rate, now and p = 2 before
     "graphcc": ("qlen", "tx_rate", "marked_rate"),
     # the keys of ecn.p4's policy_tree, from the interval that just closed
@@ -115,11 +123,13 @@ def port_state(t: PortTelemetry, features: FeatureSet = "acc") -> Array:
     ]
     if features == "graphcc":
         cols = cols[:3]
-    elif features == "pet":
+    elif features in ("pet", "incast"):
         cols += [
             jnp.log2(1.0 + jnp.clip(t.senders, 0, MAX_SENDERS)) / jnp.log2(1.0 + MAX_SENDERS),
             jnp.clip(_safe_div(t.elephant_bytes, t.tx_bytes), 0, 1),
         ]
+    if features == "incast":
+        cols.append(_log_bytes(t.qdepth_max_bytes, alpha))
     return jnp.stack(jnp.broadcast_arrays(*cols), axis=-1)
 
 

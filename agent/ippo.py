@@ -34,7 +34,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ecntune.agent.actions import ACC_PMAX, ActionTemplate, acc_template
+from ecntune.agent.actions import ACC_PMAX, ActionTemplate, acc_template, listed_template
 from ecntune.agent.features import FeatureSet, observation, observation_size
 from ecntune.agent.nets import apply, load_checkpoint, mlp, restore, save_checkpoint
 from ecntune.agent.policy import compiled
@@ -51,6 +51,7 @@ class IppoConfig:
     levels: int = 10
     zero_level: bool = False  # agent/actions.py
     pmax: tuple[float, ...] = ACC_PMAX
+    settings: tuple[str, ...] = ()  # a listed template in place of the grid (agent/actions.py)
     actor_lr: float = 4e-4  # PET §5.1
     critic_lr: float = 1e-3
     gamma: float = 0.9
@@ -65,6 +66,8 @@ class IppoConfig:
 
     @property
     def template(self) -> ActionTemplate:
+        if self.settings:
+            return listed_template(self.settings)
         return acc_template(self.levels, self.pmax, self.zero_level)
 
 

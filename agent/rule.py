@@ -24,9 +24,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from ecntune.agent.actions import alpha_bytes, kmax_in_bytes
+from ecntune.agent.actions import alpha_bytes, in_alpha, kmax_in_bytes
 from ecntune.agent.policy import compiled
-from ecntune.agent.static import explicit
 from ecntune.telemetry import Array, EcnThresholds, PortTelemetry
 
 
@@ -52,16 +51,8 @@ def parse(spec: str) -> RuleParams:
         n, q = float(conditions["senders"]), float(qmax[:-1])
     except ValueError:
         raise ValueError(f"{parts[0]!r}: N and Q must be numbers") from None
-    settings = []
-    for setting in parts[1:]:
-        explicit(setting)  # the static policies' own checks
-        kmin, kmax, pmax = (f.strip() for f in setting.split(","))
-        if not (kmin.endswith("a") and kmax.endswith("a")):
-            raise ValueError(f"a rule's settings are in α units (like 1a,8a,0.2), got {setting!r}")
-        settings.append([float(kmin[:-1]), float(kmax[:-1]), float(pmax)])
-    return RuleParams(
-        jnp.float32(n), jnp.float32(q), *(jnp.asarray(s, jnp.float32) for s in settings)
-    )
+    settings = (jnp.asarray(in_alpha(s), jnp.float32) for s in parts[1:])
+    return RuleParams(jnp.float32(n), jnp.float32(q), *settings)
 
 
 def decide(params: RuleParams, history: PortTelemetry) -> tuple[Array, EcnThresholds]:

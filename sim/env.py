@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ecntune.agent.features import HISTORY, observation, utilisation
+from ecntune.agent.features import HISTORY, FeatureSet, observation, utilisation
 from ecntune.agent.rewards import (
     LATENCY_FIRST,
     MICE_FCT,
@@ -66,7 +66,7 @@ class Env:
     per_host: int
     incast_flows: int
     nic_marking: np.ndarray  # (links, 3): what non-port links mark with (host NICs)
-    features: Literal["acc", "pet"] = "acc"
+    features: FeatureSet = "acc"
     reward_kind: Literal["acc", "pet", "mice_fct", "mice_slowdown"] = "acc"
     reward_weights: RewardWeights = LATENCY_FIRST
     # a static setting (agent/static.py) run beside the agent on the same flows; the reward
@@ -86,7 +86,7 @@ class Env:
         interval_s: float | None = None,
         dt: float | None = None,
         slots: int | None = None,
-        features: Literal["acc", "pet"] = "acc",
+        features: FeatureSet = "acc",
         reward: Literal["acc", "pet", "mice_fct", "mice_slowdown"] = "acc",
         reward_weights: RewardWeights = LATENCY_FIRST,
         buffer_bytes: float | None = None,
