@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ecntune.agent.actions import acc_template, alpha_bytes
+from ecntune.agent.actions import acc_template, alpha_bytes, listed_template
 from ecntune.agent.features import FEATURE_NAMES, observation, observation_size, port_state
 from ecntune.agent.policy import load_policy
 from ecntune.agent.rewards import (
@@ -96,10 +96,38 @@ def test_rewards_prefer_full_links_and_short_queues():
 
 def test_features_are_bounded_and_finite_even_for_bogus_intervals():
     bogus = telemetry(interval_s=0.0, tx_bytes=-5, qdepth_samples=0, qdepth_sum_bytes=7)
-    for fs in ("acc", "pet"):
+    for fs in ("acc", "pet", "incast"):
         s = port_state(bogus, fs)
         assert s.shape == (len(FEATURE_NAMES[fs]),)
         assert bool(jnp.all(jnp.isfinite(s)))
+
+
+def test_the_incast_features_tell_a_storm_from_many_small_flows_by_the_deepest_queue():
+    """Same senders, same mean queue: PET's features cannot tell the two ports apart, the
+    incast set's deepest queue can (one α is one tenth, as every byte feature)."""
+    alpha = float(alpha_bytes(25e9))
+    common = dict(senders=6, qdepth_sum_bytes=2 * alpha * 10, qdepth_samples=10, tx_bytes=1e6)
+    storm = telemetry(qdepth_max_bytes=31 * alpha, **common)
+    small_flows = telemetry(qdepth_max_bytes=3 * alpha, **common)
+    np.testing.assert_array_equal(port_state(storm, "pet"), port_state(small_flows, "pet"))
+    np.testing.assert_array_equal(port_state(storm, "incast")[:8], port_state(storm, "pet"))
+    assert FEATURE_NAMES["incast"][-1] == "qmax"
+    assert float(port_state(storm, "incast")[-1]) == pytest.approx(0.5)  # log2(32) / 10
+    assert float(port_state(small_flows, "incast")[-1]) == pytest.approx(0.2)  # log2(4) / 10
+
+
+def test_a_listed_template_holds_exactly_its_settings_in_order():
+    t = listed_template(("0a,0a,1", "8a,32a,0.2"))
+    assert t.n_actions == 2
+    th = t.thresholds(jnp.array([0, 1]), 25e9)
+    alpha = float(alpha_bytes(25e9))
+    np.testing.assert_allclose(th.kmin_bytes, [0, 8 * alpha])
+    np.testing.assert_allclose(th.kmax_bytes, [1, 32 * alpha])  # the zero level: one byte
+    np.testing.assert_allclose(th.pmax, [1, 0.2])
+    for bad, message in ((("0a,0a,1",), "at least two"), (("0a,0a,1", "8a,2a,1"), "kmin <= kmax"),
+                         (("0a,0a,1", "20KB,80KB,1"), "α units")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            listed_template(bad)
 
 
 def test_observation_stacks_k_intervals_per_port():

@@ -187,6 +187,34 @@ def test_train_records_how_the_simulator_shaped_its_reward(tmp_path, ecntune_cli
     }
 
 
+def test_train_takes_a_feature_set_and_a_listed_template_and_the_checkpoint_keeps_them(
+    tmp_path, ecntune_cli
+):
+    """--features incast --action ... --action ...: the agent sees the deepest queue and
+    picks only among the listed settings, after loading too; a listed template beside grid
+    options, or a setting that is none, is refused before anything trains."""
+    from ecntune.agent.policy import load_policy
+
+    base = ["train", "--algo", "pet", "--scenario", "tiny", "--episode-s", "0.3",
+            "--episodes", "2", "--envs", "2", "--features", "incast"]  # fmt: skip
+    refused = [
+        (["--action", "0a,0a,1", "--action", "8a,2a,1"], "kmin <= kmax"),
+        (["--action", "0a,0a,1", "--levels", "4"], "leave out --levels"),
+    ]
+    for wrong, message in refused:
+        code, _, stderr = ecntune_cli(*base, *wrong, "--out", str(tmp_path / "x"))
+        assert code == 2, stderr[-2000:]
+        assert message in stderr
+        assert not (tmp_path / "x").exists()
+    listed = ["--action", "0a,0a,1", "--action", "8a,32a,1"]
+    code, _, stderr = ecntune_cli(*base, *listed, "--out", str(tmp_path / "t"))
+    assert code == 0, stderr[-2000:]
+    agent = load_policy(f"pet:{tmp_path / 't' / 'pet.msgpack'}")
+    assert agent.config.features == "incast"
+    assert agent.config.settings == ("0a,0a,1", "8a,32a,1")
+    assert agent.template.n_actions == 2
+
+
 def test_interval_applies_to_every_scenario_of_a_mix(tmp_path, ecntune_cli):
     """--interval-s with --mix: each of the mix's scenarios decides that often, its traffic
     unchanged; a non-positive interval is refused before anything runs."""
