@@ -95,8 +95,18 @@ def controlled(fab: Fabric, policy: object, log: Path):
     return control_plane(fab.topology, fab.specs, policy, log, baseline_intervals=0)
 
 
+# The probes alone before the senders start: a probe's queue is its delay over the least
+# delay any probe saw (report.probe_queue), which must be an empty port's. With senders and
+# probes starting together the queue may never empty again (2:1 with cubic+ECN holds it
+# near kmin), and if the senders' first packets beat the first probe, every probe's queue
+# reads a standing queue too short: marks above kmin then look like marks below it (10 of
+# 30 in one CI run on a loaded machine; an idle run's only empty-port probe was its first).
+PROBES_ALONE_S = 0.5
+
+
 def congest(fab: Fabric, outdir: Path, duration_s: float = 8.0) -> Phase:
-    """Two long TCP senders into h4's port (2:1 at line rate), h3 probing that port."""
+    """Two long TCP senders into h4's port (2:1 at line rate) from PROBES_ALONE_S on, h3
+    probing that port from the start."""
     scenario = Scenario(
         duration_s=duration_s,
         workload_hosts=(),
@@ -104,13 +114,17 @@ def congest(fab: Fabric, outdir: Path, duration_s: float = 8.0) -> Phase:
         incast_degree=2,
         incast_bytes=int(duration_s * 10e6 / 8 / 2),  # together, the whole run at line rate
         incast_period_s=duration_s,
+        incast_from_s=PROBES_ALONE_S,
         probe_src="h3",
         probe_period_s=0.01,
         drain_s=30.0,
     )
     result = run_scenario(fab, scenario, outdir)
     assert result.sent == result.completed == result.recorded  # every flow has its record
-    return load_phase(outdir.name, outdir)
+    phase = load_phase(outdir.name, outdir)
+    alone = probe_queue(phase)["t"] < PROBES_ALONE_S - 0.1
+    assert alone.sum() >= 10, f"only {alone.sum()} probes before the senders started"
+    return phase
 
 
 def start(switch: str, ecn: bool) -> Fabric:
@@ -184,7 +198,7 @@ def test_a_threshold_change_mid_run_shows_in_the_marking(switch, tmp_path):
     probe = probe_queue(phase)
     t_change = policy.at - phase.meta["t0"]
     # a probe sent just before the change may leave the queue after it (≤ 100 ms queued)
-    settled = (probe["t"] > 1.0) & (probe["t"] < t_change - 0.2)
+    settled = (probe["t"] > PROBES_ALONE_S + 1.0) & (probe["t"] < t_change - 0.2)
     before = probe["queue"][settled]
     after = probe["queue"][probe["t"] > t_change + 1.0]
     marked_before = probe["ce"][settled]
