@@ -87,8 +87,8 @@ def test_switch_takes_simple_switch_grpc_options_as_the_readme_writes_them():
 
 def documented_commands() -> list[tuple[str, str]]:
     """Every `ecntune ...` command line in the tracked Markdown (fenced or indented blocks):
-    (file, command), continuations joined, comments dropped, a loop's `$s` as 0. Lines built
-    by command substitution are left out."""
+    (file, command), continuations joined, comments dropped, a loop's `$s` as 0 and `$algo`
+    as each algorithm. Lines built by command substitution are left out."""
     tracked = subprocess.run(
         ["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
@@ -97,7 +97,11 @@ def documented_commands() -> list[tuple[str, str]]:
         for line in (ROOT / name).read_text().replace("\\\n", " ").splitlines():
             line = line.split(" #", 1)[0].strip()
             if line.startswith(("ecntune ", "sudo ecntune ")) and "$(" not in line:
-                out.append((name, line.replace("$s", "0")))
+                line = line.replace("$s", "0")
+                out += [
+                    (name, c)
+                    for c in dict.fromkeys(line.replace("$algo", a) for a in ("acc", "pet"))
+                ]
     return out
 
 
