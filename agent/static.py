@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from ecntune.agent.actions import KB, alpha_bytes, kmax_in_bytes
+from ecntune.agent.actions import KB, alpha_bytes, in_alpha, kmax_in_bytes
 from ecntune.telemetry import Array, EcnThresholds, PortTelemetry
 
 DCTCP_LAMBDA = 1 / 7
@@ -109,21 +109,22 @@ def explicit(setting: str, link_bps: Array = 25e9) -> EcnThresholds:
     parts = setting.split(",")
     if len(parts) != 3:
         raise ValueError(f"an explicit setting is 'kmin,kmax,pmax', got {setting!r}")
-    if (parts[0].strip().endswith("a")) != (parts[1].strip().endswith("a")):
+    alpha_units = parts[0].strip().endswith("a")
+    if alpha_units != parts[1].strip().endswith("a"):
         raise ValueError(f"give kmin and kmax both in α units or both in bytes, got {setting!r}")
-    try:
-        if parts[0].strip().endswith("a"):
-            kmin, kmax = (float(x.strip()[:-1]) for x in parts[:2])
-            scale = alpha_bytes(link_bps)
-        else:
-            kmin, kmax, scale = parse_bytes(parts[0]), parse_bytes(parts[1]), 1.0
-        pmax = float(parts[2])
-    except ValueError:
-        raise ValueError(f"cannot read {setting!r} as 'kmin,kmax,pmax'") from None
-    if not 0 <= kmin <= kmax or not 0 <= pmax <= 1:
-        raise ValueError(f"need 0 <= kmin <= kmax and 0 <= pmax <= 1, got {setting!r}")
+    if alpha_units:
+        kmin, kmax, pmax = in_alpha(setting)  # read and checked as a rule's or template's are
+        scale = alpha_bytes(link_bps)
+        high = kmax_in_bytes(kmax, scale)
+    else:
+        try:
+            kmin, kmax, pmax = parse_bytes(parts[0]), parse_bytes(parts[1]), float(parts[2])
+        except ValueError:
+            raise ValueError(f"cannot read {setting!r} as 'kmin,kmax,pmax'") from None
+        if not 0 <= kmin <= kmax or not 0 <= pmax <= 1:
+            raise ValueError(f"need 0 <= kmin <= kmax and 0 <= pmax <= 1, got {setting!r}")
+        scale, high = 1.0, kmax
     ones = jnp.ones_like(jnp.asarray(link_bps, jnp.float32))
-    high = kmax_in_bytes(kmax, scale) if parts[0].strip().endswith("a") else kmax * scale
     return EcnThresholds(kmin * scale * ones, high * ones, pmax * ones)
 
 

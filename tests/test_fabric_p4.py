@@ -97,8 +97,8 @@ def controlled(fab: Fabric, policy: object, log: Path):
 
 # The probes alone before the senders start: a probe's queue is its delay over the least
 # delay any probe saw (report.probe_queue), which must be an empty port's. With senders and
-# probes starting together the queue may never empty again (2:1 with cubic+ECN holds it
-# near kmin), and if the senders' first packets beat the first probe, every probe's queue
+# probes starting together the queue may never empty again (2:1 with ECN-capable senders
+# holds it near kmin), and if the senders' first packets beat the first probe, every probe's queue
 # reads a standing queue too short: marks above kmin then look like marks below it (10 of
 # 30 in one CI run on a loaded machine; an idle run's only empty-port probe was its first).
 PROBES_ALONE_S = 0.5
