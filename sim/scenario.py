@@ -385,3 +385,24 @@ MIXES["star8-20ms-cubic-fresh-heldout"] = (
     scenario("leafspine-2x4", "websearch", 0.5, 6, transport="cubic_ecn",
              link_delay_s=STAR8_20MS_LINK_S, **STORM),
 )  # fmt: skip
+# A third held-out mix for the same training mix, fixed on 2026-11-29 (22:25 UTC) before
+# any policy or static ran on it, after both held-out mixes above had shaped the design of
+# the agents judged since (docs/results "Agents that see what the rule sees"): loads,
+# degrees, periods and starts neither of them nor the training mix uses, a 3:1 storm, a
+# quiet FB-Hadoop, AliStorage switching to WebSearch under a storm, FB-Hadoop on the
+# leaf-spine. Judged on seeds from 70 000.
+MIXES["star8-20ms-cubic-blind-heldout"] = (
+    scenario("star8-20ms", "websearch", 0.45, 6, transport="cubic_ecn", incast_period_s=0.35,
+             incast_from_s=1.2),
+    scenario("star8-20ms", "alistorage", 0.55, 4, transport="cubic_ecn", incast_period_s=0.4,
+             incast_from_s=2.5),
+    scenario("star8-20ms", "fb_hadoop", 0.5, 5, transport="cubic_ecn", incast_period_s=0.5,
+             incast_from_s=1.0),
+    scenario("star8-20ms", "websearch", 0.55, 3, transport="cubic_ecn", incast_period_s=0.3,
+             incast_from_s=2.0),
+    scenario("star8-20ms", "fb_hadoop", 0.35, 0, transport="cubic_ecn"),
+    scenario("star8-20ms", "alistorage", 0.45, 6, transport="cubic_ecn",
+             switch_to="websearch", **STORM),
+    scenario("leafspine-2x4", "fb_hadoop", 0.45, 5, transport="cubic_ecn",
+             link_delay_s=STAR8_20MS_LINK_S, **STORM),
+)  # fmt: skip
