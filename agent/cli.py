@@ -198,11 +198,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     t.add_argument("--eps-decay", type=float, default=1000.0, help="ACC: ε decay, in intervals")
     t.add_argument(
-        "--reward", choices=("paper", "mice-fct", "mice-slowdown"), default="paper",
+        "--reward", choices=("paper", "mice-fct", "mice-slowdown", "mice-slowdown-squared"),
+        default="paper",
         help="paper: the algorithm's paper's reward (agent/rewards.py); mice-fct: the "
         "simulator's own mice FCTs in place of the queue term; mice-slowdown: minus the "
-        "slowdown the port's running mice accrue in the interval. No switch telemetry "
-        "carries either (ablations; such an agent is judged in the simulator only)",
+        "slowdown the port's running mice accrue in the interval; mice-slowdown-squared: "
+        "minus the growth of half their squared slowdowns (leans on the slow mice, the "
+        "tail). No switch telemetry carries these (such an agent is judged in the "
+        "simulator only)",
     )  # fmt: skip
     t.add_argument(
         "--reward-baseline", metavar="SETTING", default=None,

@@ -22,6 +22,14 @@ by flow), so a return maximiser minimises what the judge measures, and every int
 mouse spends waiting is charged to that interval, not to the one in which it happened to
 finish (MICE_FCT's credit problem). Simulator-only, like MICE_FCT.
 
+MICE_SLOWDOWN_SQUARED charges the same intervals the growth of half each mouse's squared
+slowdown: a mouse whose slowdown grows from s0 to s1 in an interval costs (s1² − s0²)/2, so
+over an episode a port's rewards add up to minus half the sum of its mice's squared
+slowdowns (scaled by MICE_SLOWDOWN_SQUARED_SCALE). An interval of waiting costs a mouse
+that has already waited long more than a fresh one: the charge leans on the slow mice, the
+tail that a mean (MICE_SLOWDOWN) weighs no more than any other, and that the judge's p99
+measures. Simulator-only, like the others.
+
 A switching cost (`switched`, sim/env.py Env.switch_cost) is not a reward of its own but a
 charge on top of any of them: a port pays it in every interval whose setting differs from
 the one it ran the interval before. Agents trained on the papers' rewards change their
@@ -33,7 +41,7 @@ learnt). Training shapes with it; the controller judges the agent by its reward 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax.numpy as jnp
 
@@ -71,8 +79,11 @@ def pet_reward(t: PortTelemetry, w: RewardWeights = LATENCY_FIRST) -> Array:
 REWARDS = {"acc": acc_reward, "pet": pet_reward}  # by the algorithm whose paper defines it
 MICE_FCT = "mice_fct"  # the simulator's privileged rewards (module docstring; sim/env.py)
 MICE_SLOWDOWN = "mice_slowdown"
-SIMULATOR_REWARDS = (MICE_FCT, MICE_SLOWDOWN)
+MICE_SLOWDOWN_SQUARED = "mice_slowdown_squared"
+SIMULATOR_REWARDS = (MICE_FCT, MICE_SLOWDOWN, MICE_SLOWDOWN_SQUARED)
+RewardKind = Literal["acc", "pet", "mice_fct", "mice_slowdown", "mice_slowdown_squared"]
 MICE_SLOWDOWN_SCALE = 10.0  # mouse-slowdowns per interval that make one unit of reward
+MICE_SLOWDOWN_SQUARED_SCALE = 100.0  # half squared slowdowns per unit of reward
 
 
 def switched(ran_with: PortTelemetry, setting: EcnThresholds) -> Array:

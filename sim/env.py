@@ -29,7 +29,10 @@ from ecntune.agent.rewards import (
     MICE_FCT,
     MICE_SLOWDOWN,
     MICE_SLOWDOWN_SCALE,
+    MICE_SLOWDOWN_SQUARED,
+    MICE_SLOWDOWN_SQUARED_SCALE,
     REWARDS,
+    RewardKind,
     RewardWeights,
     switched,
 )
@@ -67,7 +70,7 @@ class Env:
     incast_flows: int
     nic_marking: np.ndarray  # (links, 3): what non-port links mark with (host NICs)
     features: FeatureSet = "acc"
-    reward_kind: Literal["acc", "pet", "mice_fct", "mice_slowdown"] = "acc"
+    reward_kind: RewardKind = "acc"
     reward_weights: RewardWeights = LATENCY_FIRST
     # a static setting (agent/static.py) run beside the agent on the same flows; the reward
     # is then the agent's minus the setting's (common random numbers: `make`)
@@ -87,7 +90,7 @@ class Env:
         dt: float | None = None,
         slots: int | None = None,
         features: FeatureSet = "acc",
-        reward: Literal["acc", "pet", "mice_fct", "mice_slowdown"] = "acc",
+        reward: RewardKind = "acc",
         reward_weights: RewardWeights = LATENCY_FIRST,
         buffer_bytes: float | None = None,
         nic_ce_s: float | None = None,
@@ -244,7 +247,10 @@ class Env:
         if self.reward_kind == MICE_FCT:
             return self._mice_fct_reward(p, before, net, tel)
         if self.reward_kind == MICE_SLOWDOWN:
-            return self._mice_slowdown_reward(p, before, net)
+            return -self._mice_slowdown_accrued(p, before, net, squared=False) / MICE_SLOWDOWN_SCALE
+        if self.reward_kind == MICE_SLOWDOWN_SQUARED:
+            squares = self._mice_slowdown_accrued(p, before, net, squared=True)
+            return -squares / MICE_SLOWDOWN_SQUARED_SCALE
         return REWARDS[self.reward_kind](tel, self.reward_weights)
 
     def _mice_fct_reward(
@@ -263,21 +269,25 @@ class Env:
         w = self.reward_weights
         return w.throughput * utilisation(tel) + w.delay * mean
 
-    def _mice_slowdown_reward(
-        self, p: network.Params, before: network.NetState, net: network.NetState
+    def _mice_slowdown_accrued(
+        self, p: network.Params, before: network.NetState, net: network.NetState, squared: bool
     ) -> jnp.ndarray:
-        """agent/rewards.py's MICE_SLOWDOWN: minus the slowdown the port's mice accrued in
-        this interval (each running mouse's time in it over its ideal FCT), scaled."""
+        """agent/rewards.py's MICE_SLOWDOWN and MICE_SLOWDOWN_SQUARED, unscaled: per port,
+        the slowdown its mice accrued in this interval (each running mouse's time in it over
+        its ideal FCT), or the growth of half their squared slowdowns, (s1² − s0²)/2."""
         t0, t1 = before.t, net.t
         # a flow finishing in this interval ran until start + fct (fct ends with the
         # last ACK's half RTT, so clip to the interval); one still running, to its end
         end = jnp.where(net.fct >= 0, jnp.minimum(p.start + net.fct, t1), t1)
         running = (before.fct < 0) & (p.size < MICE_BYTES)  # (flows,); unused: start inf
-        ran_s = jnp.where(running, jnp.maximum(end - jnp.maximum(p.start, t0), 0.0), 0.0)
+        began = jnp.maximum(p.start, t0)
+        ran_s = jnp.where(running, jnp.maximum(end - began, 0.0), 0.0)
         ideal = ideal_fct(p.size, p.line_rate * 8.0, p.base_rtt, xp=jnp)
         share = jnp.where(ran_s > 0, ran_s / ideal, 0.0)  # padding flows: 0, never 0/0
-        accrued = share @ self._through(p).astype(share.dtype)
-        return -accrued / MICE_SLOWDOWN_SCALE
+        if squared:  # s0: the slowdown it had accrued before the interval
+            before_s = jnp.where(ran_s > 0, (began - p.start) / ideal, 0.0)
+            share = share * (before_s + share / 2)
+        return share @ self._through(p).astype(share.dtype)
 
     def _switch_mean(self, per_port: jnp.ndarray) -> jnp.ndarray:
         """Every port's value replaced by the mean over its switch's ports."""

@@ -192,19 +192,23 @@ def test_the_mice_fct_reward_scores_the_mice_that_completed_through_each_port():
     )
 
 
-def test_the_mice_slowdown_reward_charges_each_interval_the_slowdown_its_mice_accrued():
-    """MICE_SLOWDOWN against its definition, recomputed in numpy interval by interval from
-    the flows' start times and completions, and its point: a port's rewards over an episode
-    and its drain add up to minus its mice's slowdowns as traffic/fct.py judges them."""
+@pytest.mark.parametrize("squared", [False, True], ids=["slowdown", "squared"])
+def test_the_mice_slowdown_rewards_charge_each_interval_what_its_mice_accrued(squared: bool):
+    """MICE_SLOWDOWN and MICE_SLOWDOWN_SQUARED against their definitions, recomputed in numpy
+    interval by interval from the flows' start times and completions, and their point: a
+    port's rewards over an episode and its drain add up to minus its mice's slowdowns (or
+    half their squares) as traffic/fct.py judges them."""
     import jax
 
-    from ecntune.agent.rewards import MICE_SLOWDOWN_SCALE
+    from ecntune.agent.rewards import MICE_SLOWDOWN_SCALE, MICE_SLOWDOWN_SQUARED_SCALE
     from ecntune.agent.static import thresholds_of
     from ecntune.sim.scenario import SimScenario
     from ecntune.traffic.fct import MICE_BYTES, ideal_fct, slowdown
 
+    kind = "mice_slowdown_squared" if squared else "mice_slowdown"
+    scale = MICE_SLOWDOWN_SQUARED_SCALE if squared else MICE_SLOWDOWN_SCALE
     sc = SimScenario("star8", load=0.6, incast_degree=4, episode_s=0.5)
-    env = sc.env(reward="mice_slowdown")
+    env = sc.env(reward=kind)
     _, state = env.reset(jax.random.key(3))
     th = thresholds_of("1a,8a,1", env.link_bps())
     p = jax.tree.map(np.asarray, state.params)
@@ -217,20 +221,25 @@ def test_the_mice_slowdown_reward_charges_each_interval_the_slowdown_its_mice_ac
         _, state, reward, _, info = env.step(state, th)
         t1, after = float(state.net.t), np.asarray(info["fct"])
         end = np.where(after >= 0, np.minimum(p.start + after, t1), t1)
-        ran = np.where(mice & (before < 0), np.clip(end - np.maximum(p.start, t0), 0, None), 0)
-        expected = -(ran / ideal) @ through / MICE_SLOWDOWN_SCALE
-        np.testing.assert_allclose(reward, expected, rtol=1e-4, atol=1e-6)
+        began = np.maximum(p.start, t0)
+        ran = np.where(mice & (before < 0), np.clip(end - began, 0, None), 0)
+        grew = ran / ideal
+        if squared:  # (s1² - s0²) / 2 with s0 the slowdown it had at the interval's start
+            s0 = np.where(ran > 0, began - np.where(ran > 0, p.start, 0), 0) / ideal
+            grew = ((s0 + grew) ** 2 - s0**2) / 2
+        np.testing.assert_allclose(reward, -grew @ through / scale, rtol=1e-4, atol=1e-6)
         total += np.asarray(reward)
     fct = np.asarray(state.net.fct)
     assert np.all(fct[mice] >= 0), "the drain was long enough for every mouse to finish"
-    judged = slowdown(fct, ideal) * mice @ through
+    each = slowdown(fct, ideal) * mice
+    judged = (each**2 / 2 if squared else each) @ through
     assert judged.sum() > 50  # mice ran through the ports: the sums were exercised
     # equal up to what the judge adds: a slowdown below 1 counts as 1, and an FCT's last
     # half RTT (the final ACK's way back) falls after the flow's last interval
-    np.testing.assert_allclose(-total * MICE_SLOWDOWN_SCALE, judged, rtol=0.1)
-    assert np.all(-total * MICE_SLOWDOWN_SCALE <= judged + 1e-3)
+    np.testing.assert_allclose(-total * scale, judged, rtol=0.2 if squared else 0.1)
+    assert np.all(-total * scale <= judged + 1e-3)
     with pytest.raises(ValueError, match="simulator"):
-        Reward("mice_slowdown")(telemetry())
+        Reward(kind)(telemetry())
 
 
 def test_a_reward_baseline_subtracts_its_settings_reward_on_the_same_flows():

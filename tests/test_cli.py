@@ -196,7 +196,10 @@ def test_train_takes_a_feature_set_and_a_listed_template_and_the_checkpoint_keep
 ):
     """--features incast --action ... --action ...: the agent sees the deepest queue and
     picks only among the listed settings, after loading too; a listed template beside grid
-    options, or a setting that is none, is refused before anything trains."""
+    options, or a setting that is none, is refused before anything trains. The run trains
+    on the tail-leaning reward, mice-slowdown-squared, and the checkpoint says so."""
+    from ecntune.agent import ippo
+    from ecntune.agent.nets import load_checkpoint
     from ecntune.agent.policy import load_policy
 
     base = ["train", "--algo", "pet", "--scenario", "tiny", "--episode-s", "0.3",
@@ -210,9 +213,11 @@ def test_train_takes_a_feature_set_and_a_listed_template_and_the_checkpoint_keep
         assert code == 2, stderr[-2000:]
         assert message in stderr
         assert not (tmp_path / "x").exists()
-    listed = ["--action", "0a,0a,1", "--action", "8a,32a,1"]
+    listed = ["--action", "0a,0a,1", "--action", "8a,32a,1", "--reward", "mice-slowdown-squared"]
     code, _, stderr = ecntune_cli(*base, *listed, "--out", str(tmp_path / "t"))
     assert code == 0, stderr[-2000:]
+    _, _, meta = load_checkpoint(tmp_path / "t" / "pet.msgpack", ippo.FORMAT, "PET")
+    assert meta["reward"]["kind"] == "mice_slowdown_squared"
     agent = load_policy(f"pet:{tmp_path / 't' / 'pet.msgpack'}")
     assert agent.config.features == "incast"
     assert agent.config.settings == ("0a,0a,1", "8a,32a,1")

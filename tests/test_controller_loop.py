@@ -266,7 +266,7 @@ def test_the_controller_judges_an_agent_by_the_reward_it_was_trained_with(tmp_pa
     reward (kind and weights from its checkpoint), whatever the config's `reward` says,
     which serves static policies."""
     from ecntune.agent import ippo
-    from ecntune.agent.rewards import THROUGHPUT_FIRST, Reward
+    from ecntune.agent.rewards import SIMULATOR_REWARDS, THROUGHPUT_FIRST, Reward
 
     config = ippo.IppoConfig(pmax=(0.1, 1.0), levels=3)
     _, params = ippo.build_networks(config, jax.random.key(0))
@@ -281,7 +281,7 @@ def test_the_controller_judges_an_agent_by_the_reward_it_was_trained_with(tmp_pa
     rows = agent.loop.tick(0.0).rows
     assert rows[0]["reward"] == pytest.approx(0.3 * 1.0)  # idle: no throughput, empty queue
     # an agent trained on a simulator-only reward has nothing live to be judged by: refused
-    for kind in ("mice_fct", "mice_slowdown"):
+    for kind in SIMULATOR_REWARDS:
         ippo.save(ckpt, config, params, {"reward": Reward(kind).to_meta()})
         with pytest.raises(ValueError, match=f"{kind}.*cannot be computed from telemetry"):
             runner(ControllerConfig(policy=f"pet:{ckpt}", **settings))
