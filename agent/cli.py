@@ -325,6 +325,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("folders", type=Path, nargs="+", metavar="DIR")
     s.add_argument("--csv", type=Path, default=None, help="also write one row per agent here")
     s.set_defaults(func=run_eval_table)
+    k = sub.add_parser(
+        "pick-seed",
+        help="which training seed of an arm to deploy, judged on one `ecntune eval` folder",
+        description="Per arm, the seed whose worse relative difference against the folder's "
+        "single best static (mice mean or mice p99) is lowest (agent/summary.py). Judge on "
+        "episodes that are not the held-out ones (e.g. the training mix's), or the held-out "
+        "mix is no longer held out. Reads report.md and comparisons.csv; reruns nothing.",
+    )
+    k.add_argument("folder", type=Path, metavar="DIR")
+    k.add_argument(
+        "--arm", action="append", required=True, metavar="NAME",
+        help="an arm as the folder names its agents, without the seed: acc:q9 for acc:q90, "
+        "acc:q91, ... (repeatable)",
+    )  # fmt: skip
+    k.set_defaults(func=run_pick_seed)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -482,6 +497,25 @@ def run_eval(args: argparse.Namespace) -> int:
     print(report.write(result, args.out, title))
     plots = ", *.png" if agents else " (no agents: no plots)"
     print(f"written: {args.out}/report.md, comparisons.csv, policies.csv{plots}")
+    return 0
+
+
+def run_pick_seed(args: argparse.Namespace) -> int:
+    from ecntune.agent import summary
+
+    try:
+        judged = summary.read(args.folder)
+        picks = [(arm, *summary.pick_seed(judged, arm)) for arm in args.arm]
+    except (OSError, ValueError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"against `{judged.single_best}`, the worse of mice mean and mice p99 per seed:")
+    header = ["arm", "seeds (worse of the two)", "chosen"]
+    rows = [
+        [arm, ", ".join(f"{a} {summary.signed(w)} %" for a, w in worse.items()), chosen]
+        for arm, chosen, worse in picks
+    ]
+    print(summary.markdown(header, rows), end="")
     return 0
 
 

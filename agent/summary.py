@@ -1,4 +1,5 @@
-"""Several evaluations in one table: `ecntune eval-table DIR...`.
+"""Several evaluations in one table: `ecntune eval-table DIR...`; and which training seed to
+deploy, judged on one of them: `ecntune pick-seed DIR --arm NAME`.
 
 A mix too costly for one run is judged a part at a time (`ecntune eval --part`), each part
 into its own folder; readers want the verdicts side by side (docs/results, "The paper's
@@ -6,6 +7,12 @@ unseen cases"). This reads only what each folder's evaluation wrote (report.md n
 single best static and each agent's frozen setting; comparisons.csv and policies.csv hold
 the numbers), so the table regenerates from committed folders without rerunning anything,
 and each verdict is recomputed by the report's own rule (`report.verdict`).
+
+An operator trains several seeds and deploys one; choosing it on the held-out mix would
+make that mix no longer held out. `pick_seed` chooses on another evaluation (the training
+mix's own episodes, docs/results "Which seed an operator would deploy"): the seed whose
+worse relative difference against that folder's single best static, mice mean or mice
+p99, is lowest, so a seed that wins the mean by losing the tail is not chosen.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ class Judged:
     scenarios: list[str]
     single_best: str
     mice_rel: dict[str, float]  # agent -> mice mean slowdown vs the single best static
+    p99_rel: dict[str, float]  # agent -> mice p99 FCT vs the single best static
     verdicts: dict[str, str]  # agent -> report.verdict against the single best static
     vs_frozen: dict[str, float]  # agent -> mice mean slowdown vs its own frozen setting
     all_mean: dict[str, float]  # agent -> all-flow mean slowdown (mean over scenarios)
@@ -84,6 +92,7 @@ def read(folder: Path) -> Judged:
         scenarios=scenarios,
         single_best=single_best,
         mice_rel={a: comparisons[a, single_best]["mice_mean"].rel for a in agents},
+        p99_rel={a: comparisons[a, single_best]["mice_p99_fct"].rel for a in agents},
         verdicts={a: verdict(list(comparisons[a, single_best].values())) for a in agents},
         vs_frozen={
             a: comparisons[a, frozen[a]]["mice_mean"].rel
@@ -94,13 +103,25 @@ def read(folder: Path) -> Judged:
     )
 
 
-def _signed(x: float) -> str:
+def pick_seed(j: Judged, arm: str) -> tuple[str, dict[str, float]]:
+    """The agent of `arm` (its seeds are named arm + digits, as `--checkpoint q90=...` makes
+    `acc:q90`) with the lowest worse-of-two (mice mean, mice p99) against the single best
+    static, and every seed's worse-of-two."""
+    seeds = [a for a in j.mice_rel if re.fullmatch(re.escape(arm) + r"\d+", a)]
+    if not seeds:
+        named = ", ".join(j.mice_rel)
+        raise ValueError(f"{j.folder}: no agent named {arm} + a seed number (it has {named})")
+    worse = {a: max(j.mice_rel[a], j.p99_rel[a]) for a in seeds}
+    return min(worse, key=worse.__getitem__), worse
+
+
+def signed(x: float) -> str:
     """A relative difference in % as docs/results writes it (a true minus sign)."""
     return f"{100 * x:+.1f}".replace("-", "−")
 
 
 def _range(values: Sequence[float]) -> str:
-    return f"{_signed(min(values))} … {_signed(max(values))} %" if values else "—"
+    return f"{signed(min(values))} … {signed(max(values))} %" if values else "—"
 
 
 def table(judged: Sequence[Judged]) -> tuple[list[str], list[list[str]]]:
@@ -124,7 +145,7 @@ def table(judged: Sequence[Judged]) -> tuple[list[str], list[list[str]]]:
         if len(families) == 2:
             means = [[j.all_mean[a] for a in j.of(f) if a in j.all_mean] for f in families]
             ratio = np.mean(means[0]) / np.mean(means[1]) - 1 if all(means) else None
-            row += [f"{_signed(ratio)} %" if ratio is not None else "—"]
+            row += [f"{signed(ratio)} %" if ratio is not None else "—"]
         for f in families:
             gaps = [abs(j.vs_frozen[a]) for a in j.of(f) if a in j.vs_frozen]
             row += [f"within {100 * max(gaps):.1f} %" if gaps else "—"]
