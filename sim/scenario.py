@@ -390,7 +390,8 @@ MIXES["star8-20ms-cubic-fresh-heldout"] = (
 # the agents judged since (docs/results "Agents that see what the rule sees"): loads,
 # degrees, periods and starts neither of them nor the training mix uses, a 3:1 storm, a
 # quiet FB-Hadoop, AliStorage switching to WebSearch under a storm, FB-Hadoop on the
-# leaf-spine. Judged on seeds from 70 000.
+# leaf-spine. Judged on seeds from 70 000; its training mix is the fresh one's.
+MIXES["star8-20ms-cubic-blind-train"] = MIXES["star8-20ms-cubic-fresh-train"]
 MIXES["star8-20ms-cubic-blind-heldout"] = (
     scenario("star8-20ms", "websearch", 0.45, 6, transport="cubic_ecn", incast_period_s=0.35,
              incast_from_s=1.2),
