@@ -499,11 +499,14 @@ def compare(
     )  # fmt: skip
 
 
-def static_score(runs: dict[str, Outcome], names: Sequence[str]) -> dict[str, float]:
-    """Mice mean slowdown of each static setting on the flows every one of them completed:
-    how the best static in hindsight is chosen (the agent plays no part in the choice)."""
+def static_score(
+    runs: dict[str, Outcome], names: Sequence[str], metric: str = "mice_mean"
+) -> dict[str, float]:
+    """A metric (mice mean slowdown unless told) of each static setting on the flows every
+    one of them completed: how the best static in hindsight is chosen (the agent plays no
+    part in the choice)."""
     common = np.logical_and.reduce([~np.isnan(runs[n].fct_s) for n in names])
-    return {n: statistic(runs[n], common, "mice_mean") for n in names}
+    return {n: statistic(runs[n], common, metric) for n in names}
 
 
 def best_statics(
@@ -589,15 +592,27 @@ class MixResult:
     frozen: dict[str, str] = dataclasses.field(default_factory=dict)
     alpha_bytes: list[np.ndarray] = dataclasses.field(default_factory=list)  # per scenario
 
-    def oracle_gap(self, i: int | None = None) -> Comparison:
-        """Room for adaptation: each scenario's best static (told the scenario) against the
-        single best static, mice mean slowdown, over the mix (or scenario i). Near zero, no
-        policy that picks one setting per scenario can beat the single best static; only
-        changing the setting within an episode could."""
+    @functools.cached_property
+    def best_per_scenario_tail(self) -> list[str]:
+        """Per scenario the static with the lowest mice p99 FCT in hindsight (the best
+        static for the judge's other mice metric, which need not be the mean's)."""
+        scores = [static_score(runs, self.statics, "mice_p99_fct") for runs in self.runs]
+        return [min(s, key=s.__getitem__) for s in scores]
+
+    def oracle_gap(self, i: int | None = None, metric: str = "mice_mean") -> Comparison:
+        """Room for adaptation: each scenario's best static for `metric` (told the
+        scenario) against the single best static, over the mix (or scenario i); the mice
+        mean slowdown unless told, or "mice_p99_fct", the tail. Near zero, no policy that
+        picks one setting per scenario can beat the single best static; only changing the
+        setting within an episode could. The best of many noisy statics is chosen after
+        seeing them, so the gap overstates the room (most for the p99, set by a few flows)."""
+        if metric not in ("mice_mean", "mice_p99_fct"):
+            raise ValueError(f"room for adaptation on mice_mean or mice_p99_fct, not {metric}")
+        best = self.best_per_scenario if metric == "mice_mean" else self.best_per_scenario_tail
         idx = range(len(self.runs)) if i is None else [i]
         return compare(
-            [self.runs[j][self.best_per_scenario[j]] for j in idx],
-            [self.runs[j][self.single_best] for j in idx], "mice_mean",
+            [self.runs[j][best[j]] for j in idx], [self.runs[j][self.single_best] for j in idx],
+            metric,
         )  # fmt: skip
 
     def against_frozen(self, agent: str) -> list[Comparison]:

@@ -658,17 +658,29 @@ def test_a_report_of_the_statics_alone_names_the_room_for_adaptation(tmp_path: P
     from ecntune.agent import report
 
     flat = np.ones((3, 10))
-    # scenario A prefers s1 (2.0 vs 2.2), B prefers s2 (1.0 vs 1.2): s2 is the single best
-    runs = [{"s1": outcome(2.0 * flat), "s2": outcome(2.2 * flat)},
-            {"s1": outcome(1.2 * flat), "s2": outcome(1.0 * flat)}]  # fmt: skip
+    slow_one = flat.copy()
+    slow_one[1, 4] = 2.0  # B's s2: the better mean (1.03 vs 1.1), one slow flow its p99
+    # scenario A prefers s1 (2.0 vs 2.1), B prefers s2 on the mean: s2 is the single best
+    runs = [{"s1": outcome(2.0 * flat), "s2": outcome(2.1 * flat)},
+            {"s1": outcome(1.1 * flat), "s2": outcome(slow_one)}]  # fmt: skip
     per, single, scores = best_statics(runs, ["s1", "s2"])
+    assert (per, single) == (["s1", "s2"], "s2")
     result = evaluate.MixResult([SimScenario("tiny"), SimScenario("tiny", load=0.3)], runs, [],
                                 ["s1", "s2"], per, single, scores, 3, 0)  # fmt: skip
     room = result.oracle_gap()
-    assert room.rel == pytest.approx(np.sqrt(2.0 / 2.2) - 1)  # A gains 9 %, B nothing
+    assert room.rel == pytest.approx(np.sqrt(2.0 / 2.1) - 1)  # A gains 5 %, B nothing
     assert result.oracle_gap(1).rel == pytest.approx(0.0)
+    # the tail's best static need not be the mean's: B's p99 prefers s1
+    tail = result.oracle_gap(metric="mice_p99_fct")
+    assert result.best_per_scenario_tail == ["s1", "s1"]
+    b_tail = 1.1 / np.percentile(slow_one, 99)
+    assert tail.rel == pytest.approx(np.sqrt(2.0 / 2.1 * b_tail) - 1)
+    with pytest.raises(ValueError, match="mice_mean or mice_p99_fct"):
+        result.oracle_gap(metric="goodput")
     text = report.write(result, tmp_path, "statics")
     assert f"{room.rel:+.2%}" in text
+    assert "Room on the tail** (each scenario's static" in text
+    assert f"{tail.rel:+.2%}" in text
     assert "no plots" in text
     assert (tmp_path / "comparisons.csv").read_text().startswith("agent,scope,baseline,metric")
     assert not list(tmp_path.glob("*.png"))
