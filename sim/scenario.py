@@ -428,3 +428,24 @@ MIXES["star8-20ms-cubic-fourth-heldout"] = (
     scenario("leafspine-2x4", "alistorage", 0.4, 4, transport="cubic_ecn",
              link_delay_s=STAR8_20MS_LINK_S, **STORM),
 )  # fmt: skip
+# A fifth held-out mix for the same training mix, fixed on 2026-12-01 (23:50 UTC) after the
+# fourth's verdict on the deployed seeds and before anything ran on it: does that verdict
+# replicate on traffic it has not seen? Loads, degrees, periods and starts none of the mixes
+# above uses, a quiet AliStorage, WebSearch switching to AliStorage under a storm, a 3:1
+# storm on the leaf-spine. Judged on seeds from 110 000.
+MIXES["star8-20ms-cubic-fifth-train"] = MIXES["star8-20ms-cubic-fresh-train"]
+MIXES["star8-20ms-cubic-fifth-heldout"] = (
+    scenario("star8-20ms", "websearch", 0.48, 4, transport="cubic_ecn", incast_period_s=0.55,
+             incast_from_s=1.6),
+    scenario("star8-20ms", "alistorage", 0.45, 5, transport="cubic_ecn", incast_period_s=0.45,
+             incast_from_s=2.4),
+    scenario("star8-20ms", "fb_hadoop", 0.45, 3, transport="cubic_ecn", incast_period_s=0.25,
+             incast_from_s=1.2),
+    scenario("star8-20ms", "alistorage", 0.3, 0, transport="cubic_ecn"),
+    scenario("star8-20ms", "websearch", 0.38, 6, transport="cubic_ecn", incast_period_s=0.3,
+             incast_from_s=2.6),
+    scenario("star8-20ms", "websearch", 0.45, 4, transport="cubic_ecn", switch_to="alistorage",
+             **STORM),
+    scenario("leafspine-2x4", "websearch", 0.4, 3, transport="cubic_ecn",
+             link_delay_s=STAR8_20MS_LINK_S, **STORM),
+)  # fmt: skip
