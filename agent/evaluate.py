@@ -599,6 +599,12 @@ class MixResult:
         scores = [static_score(runs, self.statics, "mice_p99_fct") for runs in self.runs]
         return [min(s, key=s.__getitem__) for s in scores]
 
+    def best_for(self, metric: str) -> list[str]:
+        """Per scenario the best static in hindsight for "mice_mean" or "mice_p99_fct"."""
+        if metric not in ("mice_mean", "mice_p99_fct"):
+            raise ValueError(f"best statics for mice_mean or mice_p99_fct, not {metric}")
+        return self.best_per_scenario if metric == "mice_mean" else self.best_per_scenario_tail
+
     def oracle_gap(self, i: int | None = None, metric: str = "mice_mean") -> Comparison:
         """Room for adaptation: each scenario's best static for `metric` (told the
         scenario) against the single best static, over the mix (or scenario i); the mice
@@ -606,9 +612,7 @@ class MixResult:
         picks one setting per scenario can beat the single best static; only changing the
         setting within an episode could. The best of many noisy statics is chosen after
         seeing them, so the gap overstates the room (most for the p99, set by a few flows)."""
-        if metric not in ("mice_mean", "mice_p99_fct"):
-            raise ValueError(f"room for adaptation on mice_mean or mice_p99_fct, not {metric}")
-        best = self.best_per_scenario if metric == "mice_mean" else self.best_per_scenario_tail
+        best = self.best_for(metric)
         idx = range(len(self.runs)) if i is None else [i]
         return compare(
             [self.runs[j][best[j]] for j in idx], [self.runs[j][self.single_best] for j in idx],

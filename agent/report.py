@@ -226,23 +226,24 @@ def _room(result: MixResult) -> str:
     """The oracle gap, said in words: how much any adaptation could gain at most per
     scenario, on the mice mean and on their tail."""
 
-    def gap(metric: str, best: list[str]) -> str:
+    def gap(metric: str) -> str:
         whole = result.oracle_gap(metric=metric)
         per = [
             f"{sc.label}: `{b}` {result.oracle_gap(i, metric).rel:+.2%}"
-            for i, (sc, b) in enumerate(zip(result.scenarios, best, strict=True))
-        ]
+            for i, (sc, b) in enumerate(zip(result.scenarios, result.best_for(metric),
+                                            strict=True))
+        ]  # fmt: skip
         ci = f"{whole.rel:+.2%} [{whole.lo:+.2%}, {whole.hi:+.2%}]"
         return f"{ci} over the mix; " + "; ".join(per)
 
     return (
         "**Room for adaptation** (each scenario's own best static against the single best, "
-        f"mice mean slowdown): {gap('mice_mean', result.best_per_scenario)}. "
+        f"mice mean slowdown): {gap('mice_mean')}. "
         "A policy that chose the right static setting for every scenario would gain this "
         "much; near zero, only changing the setting within an episode can beat the single "
         "best static.\n\n"
         "**Room on the tail** (each scenario's static with the lowest mice p99 FCT against "
-        f"the single best, mice p99 FCT): {gap('mice_p99_fct', result.best_per_scenario_tail)}. "
+        f"the single best, mice p99 FCT): {gap('mice_p99_fct')}. "
         "Chosen after seeing every static's p99, which a few flows set, this overstates "
         "what a choice per scenario could gain on the tail.\n"
     )

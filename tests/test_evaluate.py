@@ -675,7 +675,7 @@ def test_a_report_of_the_statics_alone_names_the_room_for_adaptation(tmp_path: P
     assert result.best_per_scenario_tail == ["s1", "s1"]
     b_tail = 1.1 / np.percentile(slow_one, 99)
     assert tail.rel == pytest.approx(np.sqrt(2.0 / 2.1 * b_tail) - 1)
-    with pytest.raises(ValueError, match="mice_mean or mice_p99_fct"):
+    with pytest.raises(ValueError, match="mice_mean or mice_p99_fct, not goodput"):
         result.oracle_gap(metric="goodput")
     text = report.write(result, tmp_path, "statics")
     assert f"{room.rel:+.2%}" in text
