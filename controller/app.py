@@ -29,9 +29,9 @@ from finsy.p4client import P4ClientError
 from finsy.proto import p4r
 
 from ecntune.agent.policy import LearningPolicy, Policy, load_policy
-from ecntune.agent.rewards import Reward
+from ecntune.agent.rewards import SIMULATOR_REWARDS, Reward
 from ecntune.agent.static import StaticPolicy
-from ecntune.controller.config import ControllerConfig
+from ecntune.controller.config import ConfigError, ControllerConfig
 from ecntune.controller.fabric_policy import FabricPolicy
 from ecntune.controller.forwarding import forwarding_entities
 from ecntune.controller.loop import SwitchLoop
@@ -112,15 +112,31 @@ def switch_policies(config: ControllerConfig) -> dict[str, Policy]:
 
 def judging_reward(name: str, policy: Policy, config: ControllerConfig) -> Reward:
     """An agent is judged (and its fallback compared) by the reward it was trained with,
-    as its checkpoint records; `reward` in the config serves static policies."""
+    as its checkpoint records; `reward` in the config serves static policies, and agents
+    trained on one of the simulator's rewards: no telemetry carries a flow's FCT, so the
+    guard judges those by the config's paper reward (the queue and the link, what a broken
+    agent ruins at once) and the log says so. Such an agent cannot learn online: it would
+    be fine-tuned on an objective it was not trained for."""
     trained = getattr(policy, "reward", None)
-    if isinstance(trained, Reward):
-        log.info(
-            "%s: reward %s with weights %s, as %s was trained (the config's: %s)",
-            name, trained.kind, tuple(trained.weights), policy.name, config.reward,
+    if not isinstance(trained, Reward):
+        return Reward(config.reward)
+    if trained.kind in SIMULATOR_REWARDS:
+        if config.online_learning:
+            raise ConfigError(
+                f"{policy.name} was trained on the simulator's {trained.kind} reward, which "
+                "no telemetry carries: it cannot learn online (set online_learning: false)"
+            )
+        log.warning(
+            "%s: %s was trained on the simulator's %s reward, which no telemetry carries; "
+            "the guard judges it by the config's reward, %s, against the fallback",
+            name, policy.name, trained.kind, config.reward,
         )  # fmt: skip
-        return trained
-    return Reward(config.reward)
+        return Reward(config.reward)
+    log.info(
+        "%s: reward %s with weights %s, as %s was trained (the config's: %s)",
+        name, trained.kind, tuple(trained.weights), policy.name, config.reward,
+    )  # fmt: skip
+    return trained
 
 
 def make_loop(name: str, config: ControllerConfig, policy: Policy) -> SwitchLoop:

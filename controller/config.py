@@ -9,7 +9,8 @@ buffer_bytes: 96000              # per-port queue capacity: kmax never exceeds i
 min_write_interval_s: 0.0        # rate limit of threshold changes per port
 fallback_after: 20               # busy intervals the agent is judged over (controller/safety.py)
 baseline_intervals: 20           # busy intervals under the fallback preset: the baseline
-reward: acc                      # acc | pet for static policies (agents: their checkpoint's)
+reward: acc                      # acc | pet: the guard's reward for static policies and for agents
+                                 # trained on a simulator-only one (others: their checkpoint's)
 telemetry_log: results/telemetry.jsonl
 checkpoint_dir: results/agent-checkpoints   # learning agents saved here; resumed on restart
 online_learning: false           # fine-tune learned agents online (decaying exploration)

@@ -280,11 +280,21 @@ def test_the_controller_judges_an_agent_by_the_reward_it_was_trained_with(tmp_pa
     # the rows' rewards are the agent's formula: PET's 1/(1 + q/α) delay term, weighted 0.3
     rows = agent.loop.tick(0.0).rows
     assert rows[0]["reward"] == pytest.approx(0.3 * 1.0)  # idle: no throughput, empty queue
-    # an agent trained on a simulator-only reward has nothing live to be judged by: refused
+    # an agent trained on a simulator-only reward: the guard judges it by the config's
+    # paper reward, which telemetry carries (the loop itself takes no other), and it does
+    # not learn online on an objective it was not trained for
     for kind in SIMULATOR_REWARDS:
         ippo.save(ckpt, config, params, {"reward": Reward(kind).to_meta()})
+        for live in ("acc", "pet"):
+            judged = runner(ControllerConfig(policy=f"pet:{ckpt}", **{**settings, "reward": live}))
+            assert judged.loop.reward == Reward(live)
+        with pytest.raises(ConfigError, match=f"{kind} reward.*cannot learn online"):
+            runner(ControllerConfig(policy=f"pet:{ckpt}", online_learning=True, **settings))
         with pytest.raises(ValueError, match=f"{kind}.*cannot be computed from telemetry"):
-            runner(ControllerConfig(policy=f"pet:{ckpt}", **settings))
+            SwitchLoop(
+                "s1", {1: 1e9}, StaticPolicy("secn1"), StaticPolicy("secn1"), interval_s=0.1,
+                buffer_bytes=1e5, guard=Guard(20, 20), reward=kind,
+            )  # fmt: skip
 
 
 def runner(config: ControllerConfig) -> "SwitchRunner":
