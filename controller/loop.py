@@ -109,6 +109,12 @@ class SwitchLoop:
         self.ports = {p: PortState(bw) for p, bw in sorted(ports.items())}
         self.interval_s, self.buffer_bytes = interval_s, buffer_bytes
         self.guard, self.reward = guard, reward
+        trained = getattr(policy, "reward", None)  # an agent's own, as its checkpoint records
+        self.judged_by = reward.kind + (  # what the rows say the guard judges by
+            f" (trained on {trained.kind})"
+            if isinstance(trained, Reward) and trained.kind != reward.kind
+            else ""
+        )
         self.min_write_interval_s = min_write_interval_s
         self.in_switch, self.switch_decided = in_switch, False
         self.reported_transitions = 0  # guard transitions already written into rows
@@ -188,6 +194,7 @@ class SwitchLoop:
             "policy": f"{name} (in the switch)" if in_switch else name,
             "mode": self.guard.mode,
             "mode_change": self._new_transitions(),
+            "judged_by": self.judged_by,
         }
 
         rewards, busy = (np.asarray(x) for x in _outcome(self.reward, stacked(now_stacked)))

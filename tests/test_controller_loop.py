@@ -280,6 +280,7 @@ def test_the_controller_judges_an_agent_by_the_reward_it_was_trained_with(tmp_pa
     # the rows' rewards are the agent's formula: PET's 1/(1 + q/α) delay term, weighted 0.3
     rows = agent.loop.tick(0.0).rows
     assert rows[0]["reward"] == pytest.approx(0.3 * 1.0)  # idle: no throughput, empty queue
+    assert rows[0]["judged_by"] == "pet"  # its own: nothing for the report to flag
     # an agent trained on a simulator-only reward: the guard judges it by the config's
     # paper reward, which telemetry carries (the loop itself takes no other), and it does
     # not learn online on an objective it was not trained for
@@ -288,6 +289,8 @@ def test_the_controller_judges_an_agent_by_the_reward_it_was_trained_with(tmp_pa
         for live in ("acc", "pet"):
             judged = runner(ControllerConfig(policy=f"pet:{ckpt}", **{**settings, "reward": live}))
             assert judged.loop.reward == Reward(live)
+            rows = judged.loop.tick(0.0).rows  # and its rows say so, for the demo's report
+            assert {r["judged_by"] for r in rows} == {f"{live} (trained on {kind})"}
         with pytest.raises(ConfigError, match=f"{kind} reward.*cannot learn online"):
             runner(ControllerConfig(policy=f"pet:{ckpt}", online_learning=True, **settings))
         with pytest.raises(ValueError, match=f"{kind}.*cannot be computed from telemetry"):

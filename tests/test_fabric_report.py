@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ecntune.agent.rewards import MICE_SLOWDOWN_SQUARED, Reward
 from ecntune.agent.static import StaticPolicy
 from ecntune.controller.loop import SwitchLoop
 from ecntune.controller.safety import Guard
@@ -169,10 +170,12 @@ def test_phases_load_from_disk_and_reject_foreign_telemetry(tmp_path: Path):
 
 
 def test_a_phase_whose_agent_fell_back_is_labelled_with_when_and_why(tmp_path: Path):
-    """Rows from a real control loop (a script that diverges halfway) through the report."""
+    """Rows from a real control loop (a script that diverges halfway) through the report;
+    the script was trained on a simulator reward, so the guard judges it by the paper's."""
 
     class Diverges:
         name = "acc:test"
+        reward = Reward(MICE_SLOWDOWN_SQUARED)
         calls = 0
 
         def act(self, history: PortTelemetry) -> object:
@@ -209,7 +212,8 @@ def test_a_phase_whose_agent_fell_back_is_labelled_with_when_and_why(tmp_path: P
     assert "Q-values are NaN" in fall[0]["change"]
 
     static = Phase("static", tmp_path, meta(), [], [], telemetry=[
-        r | {"mode": "agent", "policy": "static:secn1", "mode_change": None} for r in rows
+        r | {"mode": "agent", "policy": "static:secn1", "mode_change": None, "judged_by": "acc"}
+        for r in rows
     ])  # fmt: skip
     static.telemetry[-1]["rewrites"] = 2  # cumulative per port: the last row counts
     flow = FlowRecord("a", "10.0.0.1", "10.0.0.4", 10_000, T0, T0 + 0.5, 0.5, "cubic", "workload")
@@ -222,6 +226,11 @@ def test_a_phase_whose_agent_fell_back_is_labelled_with_when_and_why(tmp_path: P
     assert "static [fell back]" not in table
     assert "static:secn1 100%; 2 threshold writes not seen in telemetry, resent" in table
     assert "FELL BACK at 0.8 s on s1: acc:test failed: FloatingPointError: Q-values" in table
+    assert control.judged_by == (f"acc (trained on {MICE_SLOWDOWN_SQUARED})",)
+    assert (
+        f"the guard judged the agent by the acc reward, not by its own {MICE_SLOWDOWN_SQUARED}"
+    ) in table
+    assert summarize_phase(static).control.judged_by == ()
     report = (tmp_path / "out" / "report.md").read_text()
     assert report.index("did not run its agent throughout") < report.index("```")
     assert "for 42% of its intervals" in report

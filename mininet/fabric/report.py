@@ -4,7 +4,8 @@ A phase is a directory written by `run_scenario` (flow records, sent records, pr
 scenario.json), plus, when a controller ran, `telemetry.jsonl`: one row per port and
 interval, `{"t": <wall clock at the interval's end>, "switch": <name>, "port": <int>}` and
 every field of ecntune.telemetry.PortTelemetry (the controller adds its guard's `mode`, the
-`policy` in control and, on the interval a mode changed, `mode_change`: why). `write_report`
+`policy` in control, `judged_by`: the reward the guard judges it by, and on the interval a
+mode changed, `mode_change`: why). `write_report`
 turns phases into
 
     comparison.csv   phase × size bucket: flows, FCT and slowdown statistics
@@ -340,6 +341,7 @@ class ControlSummary:
     policies: dict[str, float]  # policy in control -> share of intervals
     changes: list[dict[str, Any]]  # {"t_s", "switch", "change"} in order
     rewrites: int = 0  # threshold writes the telemetry never showed (the controller resent them)
+    judged_by: tuple[str, ...] = ()  # the guard's reward, where not the agent's own
 
     @property
     def fell_back(self) -> bool:
@@ -362,6 +364,12 @@ class ControlSummary:
         if self.shares.get("baseline"):
             notes[0] += f" (the preset's baseline: {self.shares['baseline']:.0%})"
         notes += [f"FELL BACK {fall}" for fall in self.fallbacks()[:1]]
+        for why in self.judged_by:  # "acc (trained on mice-slowdown)"
+            judged, trained = why.removesuffix(")").split(" (trained on ")
+            notes.append(
+                f"the guard judged the agent by the {judged} reward, not by its own {trained}, "
+                "which no telemetry carries"
+            )
         if self.rewrites:
             notes.append(f"{self.rewrites} threshold writes not seen in telemetry, resent")
         return "; ".join(notes)
@@ -390,7 +398,8 @@ def summarize_control(phase: Phase) -> ControlSummary | None:
     last: dict[tuple[str, int], int] = {}  # cumulative per port: the last row holds the count
     for r in rows:
         last[(r["switch"], r["port"])] = r.get("rewrites", 0)
-    return ControlSummary(n, shares, policies, changes, sum(last.values()))
+    judged_by = sorted({r["judged_by"] for r in rows if "trained on" in r.get("judged_by", "")})
+    return ControlSummary(n, shares, policies, changes, sum(last.values()), tuple(judged_by))
 
 
 @dataclass(frozen=True)
