@@ -449,7 +449,7 @@ MIXES["star8-20ms-cubic-fifth-heldout"] = (
     scenario("leafspine-2x4", "websearch", 0.4, 3, transport="cubic_ecn",
              link_delay_s=STAR8_20MS_LINK_S, **STORM),
 )  # fmt: skip
-# A sixth held-out mix for the same training mix, fixed on 2026-12-02 (02:00 UTC) before any
+# A sixth held-out mix for the same training mix, fixed on 2026-12-02 (01:43 UTC) before any
 # policy or static ran on it, after the three blind mixes above left the mice p99 verdict
 # within its CI's width (docs/results "A sixth mix, 200 episodes"): judged on 200 episodes
 # per scenario so the tail's CI is narrower than its effect. Loads, degrees, periods and
@@ -472,7 +472,7 @@ MIXES["star8-20ms-cubic-sixth-heldout"] = (
     scenario("leafspine-2x4", "websearch", 0.47, 5, transport="cubic_ecn",
              link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.48, incast_from_s=2.3),
 )  # fmt: skip
-# A seventh held-out mix for the same training mix, fixed on 2026-12-02 (02:20 UTC) after the
+# A seventh held-out mix for the same training mix, fixed on 2026-12-02 (02:10 UTC) after the
 # sixth's verdict and before anything ran on it: does PET's double win there replicate, and
 # does an ACC whose low action is the sixth's single best static keep its goodput? Loads,
 # periods and starts none of the mixes above uses, a quiet WebSearch at a higher
