@@ -452,8 +452,8 @@ MIXES["star8-20ms-cubic-fifth-heldout"] = (
 # A sixth held-out mix for the same training mix, fixed on 2026-12-02 (01:43 UTC) before any
 # policy or static ran on it, after the three blind mixes above left the mice p99 verdict
 # within its CI's width (docs/results "A sixth mix, 200 episodes"): judged on 200 episodes
-# per scenario so the tail's CI is narrower than its effect. Loads, degrees, periods and
-# starts none of the mixes above uses, a 2:1 storm, a quiet AliStorage at a higher load,
+# per scenario so the tail's CI is narrower than its effect. Loads, periods and starts
+# none of the mixes above uses, a 2:1 storm, a quiet AliStorage at a higher load,
 # FB-Hadoop switching to AliStorage under a storm, WebSearch on the leaf-spine. Judged on
 # seeds from 130 000.
 MIXES["star8-20ms-cubic-sixth-train"] = MIXES["star8-20ms-cubic-fresh-train"]
