@@ -364,7 +364,7 @@ class ControlSummary:
         if self.shares.get("baseline"):
             notes[0] += f" (the preset's baseline: {self.shares['baseline']:.0%})"
         notes += [f"FELL BACK {fall}" for fall in self.fallbacks()[:1]]
-        for why in self.judged_by:  # "acc (trained on mice-slowdown)"
+        for why in self.judged_by:  # "acc (trained on mice_slowdown)"
             judged, trained = why.removesuffix(")").split(" (trained on ")
             notes.append(
                 f"the guard judged the agent by the {judged} reward, not by its own {trained}, "
