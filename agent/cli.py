@@ -223,6 +223,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="charge a port this much reward in each interval whose setting differs from its "
         "last, so it changes only when the change pays for itself (agent/rewards.py)",
     )  # fmt: skip
+    t.add_argument(
+        "--goodput-weight", type=float, default=0.0, metavar="REWARD",
+        help="add this times a port's utilisation in each interval to its reward, so an "
+        "agent on a mice reward also weighs the goodput it costs (agent/rewards.py)",
+    )  # fmt: skip
     t.add_argument("--save-every", type=int, default=10)
     t.add_argument(
         "--judge-episodes", type=int, default=0,
@@ -388,7 +393,8 @@ def run_train(args: argparse.Namespace) -> int:
         path = train(args.algo, scenario, args.episodes, out, args.seed, config,
                      args.save_every, judge=judge, envs=args.envs,
                      reward_kind=reward_kind, reward_baseline=args.reward_baseline,
-                     reward_scope=args.reward_scope, switch_cost=args.switch_cost)  # fmt: skip
+                     reward_scope=args.reward_scope, switch_cost=args.switch_cost,
+                     goodput_weight=args.goodput_weight)  # fmt: skip
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

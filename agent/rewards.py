@@ -37,6 +37,14 @@ setting from one interval to the next, and those changes alone cost a few % of m
 slowdown against holding their most frequent setting (docs/results "One storm alone");
 with the charge a change must pay for itself in the rewards that follow (hysteresis,
 learnt). Training shapes with it; the controller judges the agent by its reward alone.
+
+A goodput weight (sim/env.py Env.goodput_weight) is the other charge on top: a port's reward
+gains the weight times its utilisation in the interval (bits sent over what the link could
+send, `features.utilisation`, the papers' T). The mice rewards see no elephant, and agents
+trained on them alone deliver mice FCTs below the best static's with 2.6–3.8 % less goodput
+(docs/results "A sixth mix", "A seventh mix"); with the weight a lower threshold must pay
+for the goodput it costs. Paired with a baseline, the weight applies to both sides, so the
+port is credited with the goodput it delivers beyond the baseline setting's.
 """
 
 from __future__ import annotations

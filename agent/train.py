@@ -57,6 +57,7 @@ def train(
     reward_baseline: str | None = None,
     reward_scope: str = "port",
     switch_cost: float = 0.0,
+    goodput_weight: float = 0.0,
 ) -> Path:
     """Train an ACC ("acc"), PET ("pet") or GraphCC ("graphcc") agent for at least
     `episodes` episodes (whole rounds of `envs`); returns the checkpoint path.
@@ -64,8 +65,8 @@ def train(
     "mice_fct" or "mice_slowdown", the simulator's privileged ones, for ablations);
     `reward_baseline`: a static setting whose reward on the same flows is subtracted from
     the agent's; `reward_scope` "switch": each port rewarded with its switch's mean;
-    `switch_cost`: charged to a port for each change of its setting (all three:
-    sim/env.py Env.make)."""
+    `switch_cost`: charged to a port for each change of its setting; `goodput_weight`: a
+    port's utilisation times it added to its reward (all four: sim/env.py Env.make)."""
     import jax
     from tqdm import tqdm
 
@@ -89,7 +90,11 @@ def train(
     reward = Reward(reward_kind, RewardWeights(*scenarios[0].reward_weights))
     feats = config.features
     fabric_loops = [
-        make(sc.env(feats, reward_kind, reward_baseline, reward_scope, switch_cost), config, envs)
+        make(
+            sc.env(feats, reward_kind, reward_baseline, reward_scope, switch_cost, goodput_weight),
+            config,
+            envs,
+        )
         for sc in scenarios
     ]
     reward_meta = reward.to_meta()  # and how the simulator shaped it, where it did
@@ -99,6 +104,8 @@ def train(
         reward_meta["scope"] = reward_scope
     if switch_cost:
         reward_meta["switch_cost"] = switch_cost
+    if goodput_weight:
+        reward_meta["goodput_weight"] = goodput_weight
     carry = fabric_loops[0].init(jax.random.key(seed))
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / f"{algo}.msgpack"

@@ -79,6 +79,8 @@ class Env:
     reward_scope: Literal["port", "switch"] = "port"
     # reward a port pays in an interval whose setting differs from its last (`make`)
     switch_cost: float = 0.0
+    # reward a port gains per unit of its utilisation in an interval (`make`)
+    goodput_weight: float = 0.0
 
     @classmethod
     def make(
@@ -98,6 +100,7 @@ class Env:
         reward_baseline: str | None = None,
         reward_scope: Literal["port", "switch"] = "port",
         switch_cost: float = 0.0,
+        goodput_weight: float = 0.0,
     ) -> Env:
         """Sensible time steps for the fabric: dt = the larger of 1/4 of an MTU's time on the
         fastest link and 1/`rtt_steps` of the shortest base RTT (feedback, the fastest
@@ -124,9 +127,16 @@ class Env:
 
         `switch_cost`: subtracted from a port's reward in every interval but the first whose
         setting differs from the last one's (agent/rewards.py `switched`), after the
-        scope: each port pays for its own changes."""
+        scope: each port pays for its own changes.
+
+        `goodput_weight`: added to a port's reward, times its utilisation in the interval
+        (bytes sent over what its link could send), before the pairing with
+        `reward_baseline`: the simulator's mice rewards see no elephant, and agents trained
+        on them alone buy mice FCT with goodput (agent/rewards.py)."""
         if switch_cost < 0:
             raise ValueError(f"switch_cost must be >= 0, got {switch_cost}")
+        if goodput_weight < 0:
+            raise ValueError(f"goodput_weight must be >= 0, got {goodput_weight}")
         if reward_scope not in ("port", "switch"):
             raise ValueError(f"reward_scope is 'port' or 'switch', got {reward_scope!r}")
         if rtt_steps < 2:
@@ -158,7 +168,7 @@ class Env:
             incast_flows=incast_flows, nic_marking=nic_marking, features=features,
             reward_kind=reward, reward_weights=RewardWeights(*reward_weights),
             reward_baseline=reward_baseline, reward_scope=reward_scope,
-            switch_cost=float(switch_cost),
+            switch_cost=float(switch_cost), goodput_weight=float(goodput_weight),
         )  # fmt: skip
         if reward_baseline is not None:  # a bad setting fails here, not inside a jitted step
             thresholds_of(reward_baseline, env.link_bps())
@@ -243,15 +253,21 @@ class Env:
         net: network.NetState,
         tel: PortTelemetry,
     ) -> jnp.ndarray:
-        """Every port's reward for the interval that took the network from `before` to `net`."""
+        """Every port's reward for the interval that took the network from `before` to `net`,
+        with `goodput_weight` times its utilisation added."""
         if self.reward_kind == MICE_FCT:
-            return self._mice_fct_reward(p, before, net, tel)
-        if self.reward_kind == MICE_SLOWDOWN:
-            return -self._mice_slowdown_accrued(p, before, net, squared=False) / MICE_SLOWDOWN_SCALE
-        if self.reward_kind == MICE_SLOWDOWN_SQUARED:
+            reward = self._mice_fct_reward(p, before, net, tel)
+        elif self.reward_kind == MICE_SLOWDOWN:
+            accrued = self._mice_slowdown_accrued(p, before, net, squared=False)
+            reward = -accrued / MICE_SLOWDOWN_SCALE
+        elif self.reward_kind == MICE_SLOWDOWN_SQUARED:
             squares = self._mice_slowdown_accrued(p, before, net, squared=True)
-            return -squares / MICE_SLOWDOWN_SQUARED_SCALE
-        return REWARDS[self.reward_kind](tel, self.reward_weights)
+            reward = -squares / MICE_SLOWDOWN_SQUARED_SCALE
+        else:
+            reward = REWARDS[self.reward_kind](tel, self.reward_weights)
+        if self.goodput_weight:
+            reward = reward + self.goodput_weight * utilisation(tel)
+        return reward
 
     def _mice_fct_reward(
         self, p: network.Params, before: network.NetState, net: network.NetState,

@@ -299,6 +299,38 @@ def test_a_switch_cost_charges_each_port_for_its_own_changes_only():
         sc.env(switch_cost=-0.1)
 
 
+def test_a_goodput_weight_credits_each_port_its_utilisation_beyond_the_baselines():
+    """`goodput_weight`: a port's reward gains the weight times its utilisation in the
+    interval (from the interval's own telemetry); paired with a baseline setting, an agent
+    running that very setting gets exactly zero, goodput term included."""
+    import jax
+
+    from ecntune.agent.features import utilisation
+    from ecntune.agent.static import thresholds_of
+    from ecntune.sim.scenario import SimScenario
+
+    sc = SimScenario("star8", load=0.6, incast_degree=4, episode_s=0.3)
+    kind = "mice_slowdown_squared"
+    plain, weighted = sc.env(reward=kind), sc.env(reward=kind, goodput_weight=2.0)
+    paired = sc.env(reward=kind, reward_baseline="secn0", goodput_weight=2.0)
+    secn0 = thresholds_of("secn0", plain.link_bps())
+    _, a = plain.reset(jax.random.key(5))
+    _, b = weighted.reset(jax.random.key(5))
+    _, c = paired.reset(jax.random.key(5))
+    busy = 0.0
+    for _ in range(4):
+        _, a, reward, _, _ = plain.step(a, secn0)
+        _, b, shaped, _, info = weighted.step(b, secn0)
+        _, c, against, _, _ = paired.step(c, secn0)
+        used = np.asarray(utilisation(info["telemetry"]))
+        np.testing.assert_allclose(np.asarray(shaped) - np.asarray(reward), 2.0 * used, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(against), 0.0, atol=1e-6)
+        busy = max(busy, float(used.max()))
+    assert busy > 0.1  # the term was there to see: some port carried traffic
+    with pytest.raises(ValueError, match="goodput_weight"):
+        sc.env(goodput_weight=-1.0)
+
+
 def test_a_switch_scoped_reward_gives_every_port_its_switchs_mean():
     """`reward_scope="switch"`: each port's reward is the mean over its own switch's ports
     (a leaf-spine, so that switches differ), the per-port rewards being the papers'."""

@@ -178,7 +178,8 @@ def test_train_records_how_the_simulator_shaped_its_reward(tmp_path, ecntune_cli
     assert code == 2, stderr[-2000:]
     assert "kmin,kmax,pmax" in stderr
     assert not (tmp_path / "x" / "acc.msgpack").exists()
-    shaped = ["--reward-baseline", "secn0", "--reward-scope", "switch", "--switch-cost", "0.02"]
+    shaped = ["--reward-baseline", "secn0", "--reward-scope", "switch", "--switch-cost", "0.02",
+              "--goodput-weight", "1.5"]  # fmt: skip
     code, _, stderr = ecntune_cli(*base, *shaped, "--out", str(tmp_path / "t"))
     assert code == 0, stderr[-2000:]
     _, _, meta = load_checkpoint(tmp_path / "t" / "acc.msgpack", ddqn.FORMAT, "ACC")
@@ -188,6 +189,7 @@ def test_train_records_how_the_simulator_shaped_its_reward(tmp_path, ecntune_cli
         "paired_with": "secn0",
         "scope": "switch",
         "switch_cost": 0.02,
+        "goodput_weight": 1.5,
     }
 
 
