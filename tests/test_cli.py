@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -87,21 +88,28 @@ def test_switch_takes_simple_switch_grpc_options_as_the_readme_writes_them():
 
 def documented_commands() -> list[tuple[str, str]]:
     """Every `ecntune ...` command line in the tracked Markdown (fenced or indented blocks):
-    (file, command), continuations joined, comments dropped, a loop's `$s` as 0 and `$algo`
-    as each algorithm. Lines built by command substitution are left out."""
+    (file, command), continuations joined, comments dropped, a shell loop's variable as each
+    of the values of the last `for VAR in ...;` before it. Lines built by command
+    substitution are left out."""
+    import shlex
+
     tracked = subprocess.run(
         ["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
     out = []
     for name in tracked:
+        loops: dict[str, list[str]] = {}
         for line in (ROOT / name).read_text().replace("\\\n", " ").splitlines():
             line = line.split(" #", 1)[0].strip()
+            for var, values in re.findall(r"\bfor (\w+) in ([^;]+); do", line):
+                loops[var] = shlex.split(values)
             if line.startswith(("ecntune ", "sudo ecntune ")) and "$(" not in line:
-                line = line.replace("$s", "0")
-                out += [
-                    (name, c)
-                    for c in dict.fromkeys(line.replace("$algo", a) for a in ("acc", "pet"))
-                ]
+                variants = [line]
+                for var, values in loops.items():
+                    word = re.compile(rf"\${var}\b")
+                    if word.search(line):
+                        variants = [word.sub(v, c) for c in variants for v in values]
+                out += [(name, c) for c in dict.fromkeys(variants)]
     return out
 
 
