@@ -541,3 +541,25 @@ MIXES["star8-20ms-cubic-ninth-heldout"] = (
     scenario("leafspine-2x4", "fb_hadoop", 0.64, 3, transport="cubic_ecn",
              link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.43, incast_from_s=1.65),
 )  # fmt: skip
+# A tenth held-out mix for the same training mix, fixed on 2026-12-02 (07:50 UTC) after the
+# ninth's verdict and before anything ran on it: does the deployed `g01l` seed's win there,
+# the first by an ACC agent on a 200-episode blind mix, replicate, and PET's a fourth time?
+# (docs/results "A tenth mix"). Loads, periods and starts none of the mixes above uses, a
+# quiet FB-Hadoop at a higher load, FB-Hadoop switching to AliStorage under a 5:1 storm,
+# WebSearch on the leaf-spine. Judged on 200 episodes per scenario, seeds from 210 000.
+MIXES["star8-20ms-cubic-tenth-train"] = MIXES["star8-20ms-cubic-fresh-train"]
+MIXES["star8-20ms-cubic-tenth-heldout"] = (
+    scenario("star8-20ms", "websearch", 0.65, 5, transport="cubic_ecn", incast_period_s=0.47,
+             incast_from_s=1.05),
+    scenario("star8-20ms", "alistorage", 0.29, 6, transport="cubic_ecn", incast_period_s=0.23,
+             incast_from_s=2.25),
+    scenario("star8-20ms", "fb_hadoop", 0.66, 4, transport="cubic_ecn", incast_period_s=0.53,
+             incast_from_s=1.95),
+    scenario("star8-20ms", "websearch", 0.28, 3, transport="cubic_ecn", incast_period_s=0.24,
+             incast_from_s=2.55),
+    scenario("star8-20ms", "fb_hadoop", 0.67, 0, transport="cubic_ecn"),
+    scenario("star8-20ms", "fb_hadoop", 0.27, 5, transport="cubic_ecn", switch_to="alistorage",
+             **STORM),
+    scenario("leafspine-2x4", "websearch", 0.68, 6, transport="cubic_ecn",
+             link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.51, incast_from_s=2.65),
+)  # fmt: skip
