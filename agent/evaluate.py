@@ -619,6 +619,20 @@ class MixResult:
             metric,
         )  # fmt: skip
 
+    @functools.cached_property
+    def tied_with_best(self) -> list[str]:
+        """The statics the single best does not beat on the mice mean over the mix (the 95 %
+        CI of their paired difference includes zero). Any of them could have been named best
+        on other episodes, each with its own goodput, so a verdict against the single best
+        that fails against one of them depends on the name, not on the agent (docs/results,
+        "A ninth mix": a goodput verdict decided by which of four tied statics was named)."""
+        best = [r[self.single_best] for r in self.runs]
+
+        def tied(static: str) -> bool:
+            return compare([r[static] for r in self.runs], best, "mice_mean").lo <= 0
+
+        return [s for s in self.statics if s != self.single_best and tied(s)]
+
     def against_frozen(self, agent: str) -> list[Comparison]:
         """agent vs itself frozen to its most frequent setting, over the mix: does changing
         the setting help, or is the agent one static setting in disguise?"""

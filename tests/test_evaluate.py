@@ -704,6 +704,39 @@ def test_the_scenario_options_reach_the_simulated_scenario():
     assert (default.link_delay_s, default.interval_s) == (None, None)  # the fabric's own
 
 
+def test_a_verdict_the_name_of_the_best_static_decides_is_reported_as_such(tmp_path: Path):
+    """Two statics tie on the mice (noise either way), the one named best has less goodput:
+    an agent 3 % faster on the mice at the named one's goodput meets the acceptance against
+    it and not against its tie, which delivers 4 % more; a static clearly slower is no tie."""
+    from ecntune.agent import report
+
+    rng = np.random.default_rng(0)
+    flat = 2.0 + 0.1 * rng.standard_normal((40, 50))
+    noise = 0.1 * rng.standard_normal((40, 50))
+    runs = [{
+        "static:a": outcome(flat, goodput=1.00e9),
+        "static:b": outcome(flat + noise - noise.mean() + 0.002, goodput=1.04e9),  # a tie
+        "static:c": outcome(flat * 1.2, goodput=1.10e9),  # clearly slower on the mice
+        **{f"static:secn{i}": outcome(flat * (1.3 + i / 10)) for i in range(3)},  # the presets
+        "acc:x": outcome(flat * 0.97, goodput=1.00e9),
+    }]  # fmt: skip
+    statics = [name for name in runs[0] if name.startswith("static:")]
+    per, single, scores = best_statics(runs, statics)
+    frozen, alpha = {"acc:x": "static:a"}, [np.array([1500.0])]
+    result = evaluate.MixResult([SimScenario("tiny")], runs, ["acc:x"], statics, per, single,
+                                scores, 40, 0, frozen, alpha)  # fmt: skip
+    assert (single, result.tied_with_best) == ("static:a", ["static:b"])
+    assert report.verdict(result.comparisons("acc:x")).startswith("beats the single best")
+    text = report.write(result, tmp_path, "ties")
+    section = text.split("## Against the statics tied with the single best")[1].split("\n## ")[0]
+    assert "1 other static (`static:b`) is within its CI" in section
+    assert "| acc:x | `static:b` |" in section
+    assert "goodput does not hold" in section
+    assert "every tied static: no agent." in section
+    rows = (tmp_path / "comparisons.csv").read_text().splitlines()
+    assert sum(r.startswith("acc:x,mix,static:b,") for r in rows) == 4  # all four metrics
+
+
 def test_the_verdict_asks_for_lower_mice_fct_without_losing_flows_or_goodput():
     """Issue 14's acceptance: mice mean and p99 lower (CIs exclude zero), all-flow mean not
     worse, goodput not more than 2 % lower; delivering more goodput is not held against it."""
