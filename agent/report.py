@@ -62,6 +62,7 @@ def verdict(cs: list[Comparison], baseline: str = "the single best static") -> s
 
 
 def wins_mice(cs: list[Comparison]) -> bool:
+    """Lower mice mean and mice p99, each CI excluding zero: the acceptance's first half."""
     by = {c.metric: c for c in cs}
     return by["mice_mean"].hi < 0 and by["mice_p99_fct"].hi < 0
 
