@@ -591,6 +591,11 @@ class MixResult:
     # each agent's most frequent setting, run as a static on the same episodes (ablation)
     frozen: dict[str, str] = dataclasses.field(default_factory=dict)
     alpha_bytes: list[np.ndarray] = dataclasses.field(default_factory=list)  # per scenario
+    # comparisons made so far: the report asks for the same pair in several sections (a
+    # frozen setting or the static at an agent's goodput is often a tie of the single best)
+    _compared: dict[tuple[str, str], list[Comparison]] = dataclasses.field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @functools.cached_property
     def best_per_scenario_tail(self) -> list[str]:
@@ -641,9 +646,11 @@ class MixResult:
     def comparisons(self, agent: str, against: str | None = None) -> list[Comparison]:
         """agent vs the single best static (or a named baseline) over the whole mix."""
         base = against or self.single_best
-        a = [r[agent] for r in self.runs]
-        b = [r[base] for r in self.runs]
-        return [compare(a, b, m) for m in COMPARED]
+        if (agent, base) not in self._compared:
+            a = [r[agent] for r in self.runs]
+            b = [r[base] for r in self.runs]
+            self._compared[agent, base] = [compare(a, b, m) for m in COMPARED]
+        return list(self._compared[agent, base])
 
     @functools.cached_property
     def mix_goodput(self) -> dict[str, float]:
