@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -350,3 +352,21 @@ def test_thresholds_the_switch_set_after_its_controller_was_killed_are_counted(t
     text = (tmp_path / "out" / "report.md").read_text()
     assert "controller killed at 4.0 s; s1 port 4: 2 changes with it, **2 after**" in text
     assert (tmp_path / "out" / "switch_thresholds.png").stat().st_size > 0
+
+
+def test_a_warning_after_mininet_is_imported_is_printed_once_on_its_own_line():
+    """Mininet sets its Logger class for every logger made after its import; the demo's
+    controller warnings came out twice, the first copy run into the next line."""
+    code = (
+        "import logging; logging.basicConfig(format='%(levelname)s %(name)s: %(message)s')\n"
+        "import ecntune.fabric, mininet.net\n"
+        "logging.getLogger('ecntune.controller').warning('guard note')\n"
+        "logging.getLogger('after').warning('second')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == ""
+    assert run.stderr.splitlines() == [
+        "WARNING ecntune.controller: guard note",
+        "WARNING after: second",
+    ]

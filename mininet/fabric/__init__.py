@@ -8,6 +8,11 @@ commands.
 
 import logging
 
-# Mininet installs its own Logger class on import; loggers created after that (JAX's, on
-# the controller's first import) carry a level JAX refuses. Create JAX's logger first.
-logging.getLogger("jax")
+import mininet.log
+
+# Mininet makes its own Logger class every new logger's on import: each logger created
+# after that (the controller's, JAX's) gets a handler of its own that writes without a
+# newline, so every warning printed twice, run into the next line, and JAX refused the
+# level it carries. Mininet's own logger is made explicitly and keeps its class.
+logging.setLoggerClass(logging.Logger)
+assert mininet.log.lg.name == "mininet"
