@@ -8,11 +8,10 @@ commands.
 
 import logging
 
-import mininet.log
+import mininet.log  # noqa: F401  (first, so that its class change happens before ours)
 
 # Mininet makes its own Logger class every new logger's on import: each logger created
 # after that (the controller's, JAX's) gets a handler of its own that writes without a
 # newline, so every warning printed twice, run into the next line, and JAX refused the
 # level it carries. Mininet's own logger is made explicitly and keeps its class.
 logging.setLoggerClass(logging.Logger)
-assert mininet.log.lg.name == "mininet"
