@@ -1,11 +1,15 @@
 """The shared feature, action and reward definitions (used by both sim/ and controller/)."""
 
+import dataclasses
+from pathlib import Path
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from ecntune.agent.actions import acc_template, alpha_bytes, listed_template
 from ecntune.agent.features import FEATURE_NAMES, observation, observation_size, port_state
+from ecntune.agent.nets import load_checkpoint
 from ecntune.agent.policy import load_policy
 from ecntune.agent.rewards import (
     LATENCY_FIRST,
@@ -356,3 +360,25 @@ def test_a_switch_scoped_reward_gives_every_port_its_switchs_mean():
         assert len({round(float(own[g].mean()), 6) for g in groups}) > 1  # switches differ
     with pytest.raises(ValueError, match="reward_scope"):
         sc.env(reward_scope="fabric")
+
+
+def test_the_training_benchmarks_deployed_recipe_is_the_shipped_agents():
+    """bench/bench_train.py --recipe deployed times the recipe of the agent `acc:default`
+    ships; if either changes alone, the benchmark would time an agent nobody deploys."""
+    import importlib.util
+
+    from ecntune.agent import ddqn
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "bench_train.py"
+    spec = importlib.util.spec_from_file_location("bench_train", path)
+    assert spec is not None
+    assert spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    fields, reward = bench.RECIPES["deployed"]
+    shipped = ddqn.load("default")
+    assert dataclasses.replace(shipped.config, **fields) == shipped.config
+    assert shipped.reward.kind == reward["reward_kind"]
+    _, _, meta = load_checkpoint(ddqn.DEFAULT_CHECKPOINT, ddqn.FORMAT, "ACC")
+    assert meta["reward"]["paired_with"] == reward["reward_baseline"]
+    assert meta["reward"]["goodput_weight"] == reward["goodput_weight"]
