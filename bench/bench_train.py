@@ -34,6 +34,7 @@ from typing import Any
 from ecntune.agent.ddqn import DdqnConfig
 from ecntune.agent.evaluate import Judge
 from ecntune.agent.ippo import IppoConfig
+from ecntune.agent.rewards import MICE_SLOWDOWN_SQUARED
 from ecntune.agent.train import first_beat, train
 from ecntune.sim.scenario import LONG_RTT, MIXES, SimScenario
 
@@ -43,7 +44,7 @@ RECIPES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "grid": ({"levels": 6, "pmax": (0.1, 0.5, 1.0), "gamma": 0.5}, {}),
     "deployed": (
         {"settings": ("0a,0a,1", "8a,32a,1"), "features": "incast", "gamma": 0.9},
-        {"reward_kind": "mice_slowdown_squared", "reward_baseline": "secn0",
+        {"reward_kind": MICE_SLOWDOWN_SQUARED, "reward_baseline": "secn0",
          "goodput_weight": 0.01},
     ),
 }  # fmt: skip
