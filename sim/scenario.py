@@ -586,3 +586,37 @@ MIXES["star8-20ms-cubic-eleventh-heldout"] = (
     scenario("leafspine-2x4", "alistorage", 0.76, 6, transport="cubic_ecn",
              link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.57, incast_from_s=2.85),
 )  # fmt: skip
+# A training mix with the load the held-out mixes found PET weakest at (docs/results "An
+# eleventh mix": at 69-76 % SECN0's zero level is what the mice want, and PET held higher
+# thresholds): the training mix above plus a 6:1 storm at 80 %, a quiet AliStorage at 90 %
+# and an FB-Hadoop storm at 90 %. Fixed on 2026-12-02 (13:23 UTC) with the twelfth mix below,
+# before any agent trained on it.
+MIXES["star8-20ms-cubic-high-train"] = (
+    *MIXES["star8-20ms-cubic-fresh-train"],
+    scenario("star8-20ms", "websearch", 0.8, 6, transport="cubic_ecn", **STORM),
+    scenario("star8-20ms", "alistorage", 0.9, 0, transport="cubic_ecn"),
+    scenario("star8-20ms", "fb_hadoop", 0.9, 5, transport="cubic_ecn", incast_period_s=0.25,
+             incast_from_s=2.5),
+)  # fmt: skip
+# A twelfth held-out mix, fixed on 2026-12-02 (13:23 UTC) after the eleventh's verdict and
+# before anything ran on it (docs/results "A twelfth mix"): the highest loads yet, 77-88 %,
+# none of the mixes above uses (between the high training mix's 80 and 90 %); periods and
+# starts none uses; a load step, a quiet FB-Hadoop, AliStorage switching to WebSearch under
+# a storm, WebSearch on the leaf-spine. Judged on 200 episodes per scenario, seeds from 250 000.
+MIXES["star8-20ms-cubic-twelfth-train"] = MIXES["star8-20ms-cubic-fresh-train"]
+MIXES["star8-20ms-cubic-twelfth-heldout"] = (
+    scenario("star8-20ms", "websearch", 0.77, 5, transport="cubic_ecn", incast_period_s=0.18,
+             incast_from_s=0.65),
+    scenario("star8-20ms", "fb_hadoop", 0.78, 0, transport="cubic_ecn", load_to=0.88),
+    scenario("star8-20ms", "alistorage", 0.79, 4, transport="cubic_ecn", incast_period_s=0.62,
+             incast_from_s=0.75),
+    scenario("star8-20ms", "websearch", 0.81, 6, transport="cubic_ecn", incast_period_s=0.16,
+             incast_from_s=3.1),
+    scenario("star8-20ms", "fb_hadoop", 0.83, 3, transport="cubic_ecn", incast_period_s=0.66,
+             incast_from_s=3.15),
+    scenario("star8-20ms", "alistorage", 0.84, 5, transport="cubic_ecn", switch_to="websearch",
+             incast_period_s=0.19, incast_from_s=3.2),
+    scenario("leafspine-2x4", "websearch", 0.86, 6, transport="cubic_ecn",
+             link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.68, incast_from_s=0.8),
+)  # fmt: skip
+MIXES["star8-20ms-cubic-high-heldout"] = MIXES["star8-20ms-cubic-twelfth-heldout"]  # judged there
