@@ -362,12 +362,13 @@ def test_a_switch_scoped_reward_gives_every_port_its_switchs_mean():
         sc.env(reward_scope="fabric")
 
 
-def test_the_training_benchmarks_deployed_recipe_is_the_shipped_agents():
-    """bench/bench_train.py --recipe deployed times the recipe of the agent `acc:default`
-    ships; if either changes alone, the benchmark would time an agent nobody deploys."""
+def test_the_training_benchmarks_deployed_recipes_are_the_deployed_agents():
+    """bench/bench_train.py --recipe deployed times, per algorithm, the recipe of the seed
+    docs/results deploys (ACC's is `acc:default`, the demo's agent); if either changes
+    alone, the benchmark would time an agent nobody deploys."""
     import importlib.util
 
-    from ecntune.agent import ddqn
+    from ecntune.agent import ddqn, ippo
 
     path = Path(__file__).resolve().parents[1] / "bench" / "bench_train.py"
     spec = importlib.util.spec_from_file_location("bench_train", path)
@@ -375,10 +376,16 @@ def test_the_training_benchmarks_deployed_recipe_is_the_shipped_agents():
     assert spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    fields, reward = bench.RECIPES["deployed"]
-    shipped = ddqn.load("default")
-    assert dataclasses.replace(shipped.config, **fields) == shipped.config
-    assert shipped.reward.kind == reward["reward_kind"]
-    _, _, meta = load_checkpoint(ddqn.DEFAULT_CHECKPOINT, ddqn.FORMAT, "ACC")
-    assert meta["reward"]["paired_with"] == reward["reward_baseline"]
-    assert meta["reward"]["goodput_weight"] == reward["goodput_weight"]
+    results = Path(__file__).resolve().parents[1] / "docs" / "results"
+    pet_q9l4 = results / "star8-20ms-cubic-blind-heldout" / "checkpoints" / "pet-q9l-s4.msgpack"
+    deployed = {
+        "acc": (ddqn.load("default"), ddqn.DEFAULT_CHECKPOINT, ddqn.FORMAT, "ACC"),
+        "pet": (ippo.load(pet_q9l4), pet_q9l4, ippo.FORMAT, "PET"),
+    }
+    for algo, (agent, path, fmt, name) in deployed.items():
+        fields, reward = bench.RECIPES["deployed"][algo]
+        assert dataclasses.replace(agent.config, **fields) == agent.config, algo
+        assert agent.reward.kind == reward["reward_kind"], algo
+        _, _, meta = load_checkpoint(path, fmt, name)
+        assert meta["reward"]["paired_with"] == reward["reward_baseline"], algo
+        assert meta["reward"].get("goodput_weight", 0.0) == reward.get("goodput_weight", 0.0)
