@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 import time
 from pathlib import Path
@@ -265,7 +266,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--policy", action="append", default=[], metavar="SPEC",
         help="a policy judged like the agents (repeatable), e.g. a hand-written rule "
-        "rule:senders>=4:1a,32a,0.2:0a,0a,1 (agent/rule.py)",
+        "rule:senders>=4:1a,32a,0.2:0a,0a,1 (agent/rule.py) or a PET agent drawing from its "
+        "policy, pet-sampled:CHECKPOINT; NAME=SPEC shows it as KIND:NAME",
     )  # fmt: skip
     e.add_argument("--episodes", type=int, default=20, help="per scenario (the protocol: >= 20)")
     e.add_argument("--seed", type=int, default=HELD_OUT_SEED, help="first episode's seed")
@@ -447,6 +449,16 @@ def _positions(text: str) -> list[int]:
     return out
 
 
+def _named_policy(given: str) -> tuple[str, str]:
+    """'NAME=KIND:ARG' -> ('KIND:NAME', 'KIND:ARG'), as --checkpoint names its agents (e.g.
+    q9l4=pet-sampled:path -> pet-sampled:q9l4); a bare spec is its own name. A rule's own
+    '>=' is not a name: a name comes before the first ':'."""
+    name, sep, spec = given.partition("=")
+    if not sep or not re.fullmatch(r"[\w.-]+", name):
+        return given, given
+    return f"{spec.partition(':')[0]}:{name}", spec
+
+
 def run_eval(args: argparse.Namespace) -> int:
     from ecntune.agent import report
     from ecntune.agent.evaluate import BASELINE_PRESETS, evaluate_mix
@@ -460,8 +472,9 @@ def run_eval(args: argparse.Namespace) -> int:
     try:
         for name, ck in _checkpoints(args.checkpoint).items():
             agents[name] = load_policy(f"{name.partition(':')[0]}:{ck}")
-        for spec in args.policy:
-            agents[spec] = load_policy(spec)
+        for given in args.policy:
+            name, spec = _named_policy(given)
+            agents[name] = load_policy(spec)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -192,7 +192,9 @@ def run_policies(
             if hasattr(policy, "for_fabric"):  # GraphCC: one decision over the port graph
                 policy = policy.for_fabric(env.fabric)
             act, params = greedy_function(policy)
-            signature = (type(policy).__name__, getattr(policy, "config", policy))
+            # a sampled PET agent runs another function of the same parameters
+            signature = (type(policy).__name__, getattr(policy, "config", policy),
+                         getattr(policy, "sampled", False))  # fmt: skip
         # stacked only with parameters of the same shapes (trees of different sizes are not)
         shapes = jax.tree.map(lambda x: (jnp.shape(x), jnp.result_type(x)), params)
         kinds.setdefault((signature, repr(shapes)), (act, []))[1].append((name, params))

@@ -13,8 +13,9 @@ Read top to bottom, PureJaxRL-style:
                         action, template) as one pure function: jitted once per port count
                         for the controller, run inside the simulator by the evaluator
     IppoPolicy          the trained agent behind agent/policy.py's interface: greedy when
-                        deployed, sampling with a decaying temperature when fine-tuning
-                        online (PET's exploration decay)
+                        deployed (or `sampled`: the stochastic policy it trained as, each
+                        interval's draw keyed by that interval's telemetry), sampling with a
+                        decaying temperature when fine-tuning online (PET's exploration decay)
 
 Every switch learns only from its own ports (no global replay, unlike ACC); a switch's
 ports share its parameters. Training in the simulator is agent/train.py.
@@ -222,6 +223,21 @@ def decide(
     return obs, actions, log_prob, chosen
 
 
+def telemetry_key(history: PortTelemetry) -> jax.Array:
+    """A sampling key drawn from the telemetry itself, so a sampled decision stays a pure
+    function of the history as the evaluator's rollouts and the controller's call want it
+    (neither passes a key): another draw every interval that sees other counters, the same
+    draw for the same counters (a rerun of an episode repeats it)."""
+    counters = jnp.stack([jnp.sum(jnp.asarray(x, jnp.float32))
+                          for x in (history.tx_bytes, history.qdepth_sum_bytes,
+                                    history.marked_bytes, history.elephant_bytes)])  # fmt: skip
+    bits = jax.lax.bitcast_convert_type(counters, jnp.uint32)
+    key = jax.random.key(0)
+    for i in range(bits.shape[0]):
+        key = jax.random.fold_in(key, bits[i])
+    return key
+
+
 # -- the trained agent, as the controller and the simulator use it ----------------------------
 
 
@@ -229,9 +245,14 @@ class IppoPolicy:
     """A trained PET agent for one switch: act() every interval, optionally learn online."""
 
     def __init__(
-        self, config: IppoConfig, params: Params, online: bool = False, name: str = "pet"
+        self,
+        config: IppoConfig,
+        params: Params,
+        online: bool = False,
+        name: str = "pet",
+        sampled: bool = False,
     ) -> None:
-        self.config, self.online, self.name = config, online, name
+        self.config, self.online, self.name, self.sampled = config, online, name, sampled
         self.reward = Reward("pet")  # what it was trained with: load() reads the checkpoint's
         self.nets, _ = build_networks(config, jax.random.key(0))
         self.template = config.template
@@ -241,6 +262,11 @@ class IppoPolicy:
         self._rollout: list[tuple[np.ndarray, ...]] = []
         self._last: tuple[jax.Array, jax.Array, jax.Array] | None = None
         self.decide = functools.partial(decide, self.nets.actor, self.template, config.features)
+        if sampled:  # PPO trains a stochastic policy; its argmax is a policy it never ran
+            base = self.decide
+            self.decide = lambda params, history, *rest: base(
+                params, history, *(rest or (telemetry_key(history),))
+            )
         self._greedy = compiled(self.decide, self.acting_params)
         self._explore = compiled(self._explore_step, self.acting_params)
         self._observe = compiled(lambda _, h: observation(h, config.features), None)
@@ -304,13 +330,15 @@ def save(path: Path, config: IppoConfig, params: Params, meta: dict[str, Any]) -
     save_checkpoint(path, FORMAT, config, {"actor": params.actor, "critic": params.critic}, meta)
 
 
-def load(path: Path, online: bool = False) -> IppoPolicy:
+def load(path: Path, online: bool = False, sampled: bool = False) -> IppoPolicy:
+    """A PET checkpoint as a policy: greedy, or with `sampled` its stochastic policy."""
     fields, raw, meta = load_checkpoint(path, FORMAT, "PET")
     config = IppoConfig(**fields)
     _, template = build_networks(config, jax.random.key(0))
     params = Params(
         restore(template.actor, raw["actor"], path), restore(template.critic, raw["critic"], path)
     )
-    policy = IppoPolicy(config, params, online=online, name=f"pet:{path}")
+    kind = "pet-sampled" if sampled else "pet"
+    policy = IppoPolicy(config, params, online=online, name=f"{kind}:{path}", sampled=sampled)
     policy.reward = trained_reward(meta, "pet")
     return policy

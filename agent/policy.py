@@ -8,7 +8,8 @@ restored, so a restarted controller resumes where it stopped.
     load_policy("static:secn1")          a static baseline (agent/static.py)
     load_policy("static:20KB,80KB,0.1")  explicit kmin, kmax (bytes, or KB/MB), pmax
     load_policy("acc:path/to/ckpt")      a DDQN agent (agent/ddqn.py)
-    load_policy("pet:path/to/ckpt")      an IPPO agent (agent/ippo.py)
+    load_policy("pet:path/to/ckpt")      an IPPO agent (agent/ippo.py), greedy
+    load_policy("pet-sampled:path")      the same agent drawing from its policy as in training
     load_policy("tree:path/tree.json")   a distilled agent: one table lookup (agent/distill.py)
     load_policy("rule:senders>=4:1a,32a,0.2:0a,0a,1")
                                          a hand-written rule: one setting while a port sees
@@ -68,11 +69,15 @@ def load_policy(spec: str | Policy) -> Policy:
         from ecntune.agent.rule import RulePolicy
 
         return RulePolicy(arg)
+    if kind == "pet-sampled":
+        from ecntune.agent import ippo
+
+        return ippo.load(Path(arg), sampled=True)
     if kind in LEARNED_KINDS:
         import importlib
 
         return importlib.import_module(LEARNED_KINDS[kind]).load(Path(arg))
-    known = ", ".join(("static", "rule", *LEARNED_KINDS))
+    known = ", ".join(("static", "rule", *LEARNED_KINDS, "pet-sampled"))
     raise ValueError(f"unknown policy kind {kind!r} (known: {known})")
 
 

@@ -639,6 +639,17 @@ def test_eval_names_checkpoints_apart_where_their_files_share_a_name():
         _checkpoints(["a=r/s0/acc.msgpack", "a=r/s1/acc.msgpack"])
 
 
+def test_eval_names_a_policy_as_it_names_checkpoints_and_leaves_a_rules_own_signs_alone():
+    from ecntune.agent.cli import _named_policy
+
+    assert _named_policy("q9l4=pet-sampled:r/s4/pet.msgpack") == (
+        "pet-sampled:q9l4", "pet-sampled:r/s4/pet.msgpack")  # fmt: skip
+    rule = "rule:senders>=4,qmax>=16a:8a,32a,1:0a,0a,1"
+    assert _named_policy(rule) == (rule, rule)
+    assert _named_policy(f"gate={rule}") == ("rule:gate", rule)
+    assert _named_policy("static:secn1") == ("static:secn1", "static:secn1")
+
+
 def test_each_held_out_mix_has_a_topology_and_scenarios_its_training_mix_lacks():
     from ecntune.sim.scenario import MIXES
 

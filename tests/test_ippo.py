@@ -104,3 +104,35 @@ def test_checkpoints_load_as_controller_policies_and_fine_tune_online(tmp_path: 
     assert ippo.load(tmp_path / "again.msgpack").config == config
     with pytest.raises(ValueError, match="PET checkpoint"):
         load_policy(f"pet:{tmp_path / 'missing.msgpack'}")
+
+
+def test_a_sampled_agent_draws_from_its_policy_and_repeats_a_draw_for_the_same_telemetry(
+    tmp_path: Path,
+):
+    """PPO trains a stochastic policy; `pet-sampled:` deploys it as trained. With the actor's
+    last layer zeroed both actions are equally likely: greedy always answers the first (the
+    argmax of a tie), sampled answers each about half the time over varied telemetry, and
+    the same counters give the same answer (a rerun of an episode repeats its draws)."""
+    _, params = ippo.build_networks(SMALL, jax.random.key(1))
+    actor = jax.tree.map(lambda x: np.asarray(x), params.actor)
+    last = sorted(k for k in actor)[-1]  # the output layer's parameters
+    actor[last] = jax.tree.map(np.zeros_like, actor[last])
+    path = tmp_path / "pet.msgpack"
+    ippo.save(path, SMALL, ippo.Params(actor, params.critic), {})
+    greedy, sampled = load_policy(f"pet:{path}"), load_policy(f"pet-sampled:{path}")
+    assert sampled.name.startswith("pet-sampled:")
+    rng = np.random.default_rng(0)
+    pmax_greedy, pmax_sampled = [], []
+    for _ in range(50):
+        h = history(8)._replace(tx_bytes=rng.uniform(1e4, 1e6, (3, 8)))
+        pmax_greedy.append(np.asarray(greedy.act(h).pmax))
+        pmax_sampled.append(np.asarray(sampled.act(h).pmax))
+        again = np.asarray(sampled.act(h).pmax)
+        assert np.array_equal(again, pmax_sampled[-1])
+    pmax_greedy, pmax_sampled = np.concatenate(pmax_greedy), np.concatenate(pmax_sampled)
+    assert len(np.unique(pmax_greedy)) == 1  # 400 decisions, one action
+    settings = np.unique(pmax_sampled)
+    assert len(settings) == 2
+    share = float(np.mean(pmax_sampled == settings[0]))
+    assert 0.4 < share < 0.6  # 400 fair draws: the standard deviation is 0.025
+    assert np.array_equal(settings, [0.5, 1.0])  # SMALL's two actions differ in pmax only
