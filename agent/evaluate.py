@@ -192,9 +192,7 @@ def run_policies(
             if hasattr(policy, "for_fabric"):  # GraphCC: one decision over the port graph
                 policy = policy.for_fabric(env.fabric)
             act, params = greedy_function(policy)
-            # a sampled PET agent runs another function of the same parameters
-            signature = (type(policy).__name__, getattr(policy, "config", policy),
-                         getattr(policy, "sampled", False))  # fmt: skip
+            signature = policy_signature(policy)
         # stacked only with parameters of the same shapes (trees of different sizes are not)
         shapes = jax.tree.map(lambda x: (jnp.shape(x), jnp.result_type(x)), params)
         kinds.setdefault((signature, repr(shapes)), (act, []))[1].append((name, params))
@@ -221,6 +219,13 @@ def run_policies(
 
 
 STATIC_SIGNATURE = ("thresholds",)
+
+
+def policy_signature(policy: Any) -> tuple:
+    """What makes two learned policies one compiled rollout: their class and config, and
+    for PET whether it samples (another function of the same parameters)."""
+    return (type(policy).__name__, getattr(policy, "config", policy),
+            getattr(policy, "sampled", False))  # fmt: skip
 
 
 def _as_given(thresholds: Any, _history: Any) -> Any:

@@ -273,9 +273,9 @@ def test_checkpoints_of_one_kind_run_as_one_batch_and_decide_as_they_do_alone():
     seeds = {f"acc:s{i}": load_policy(f"acc:docs/results/testbed24/acc-s{i}/acc.msgpack")
              for i in (0, 1)}  # fmt: skip
     together = run_policies(sc, seeds, episodes=3, seed=5, drain_factor=0.5)
-    config = seeds["acc:s0"].config
+    signature = evaluate.policy_signature(seeds["acc:s0"])
     batched = evaluate._rollout(
-        evaluate.scenario_env(sc), ("DdqnPolicy", config), None, 0.5, batched_params=True
+        evaluate.scenario_env(sc), signature, None, 0.5, batched_params=True
     )
     assert evaluate._BATCHES[batched] == {6}  # 2 checkpoints x 3 episodes in one call
     for name, policy in seeds.items():

@@ -106,6 +106,17 @@ def test_checkpoints_load_as_controller_policies_and_fine_tune_online(tmp_path: 
         load_policy(f"pet:{tmp_path / 'missing.msgpack'}")
 
 
+def _indifferent_agent(tmp_path: Path) -> tuple[ippo.IppoPolicy, ippo.IppoPolicy]:
+    """SMALL with its actor's last layer zeroed (both actions equally likely): greedy, sampled."""
+    _, params = ippo.build_networks(SMALL, jax.random.key(1))
+    actor = jax.tree.map(lambda x: np.asarray(x), params.actor)
+    last = sorted(k for k in actor)[-1]  # the output layer's parameters
+    actor[last] = jax.tree.map(np.zeros_like, actor[last])
+    path = tmp_path / "pet.msgpack"
+    ippo.save(path, SMALL, ippo.Params(actor, params.critic), {})
+    return load_policy(f"pet:{path}"), load_policy(f"pet-sampled:{path}")
+
+
 def test_a_sampled_agent_draws_from_its_policy_and_repeats_a_draw_for_the_same_telemetry(
     tmp_path: Path,
 ):
@@ -113,13 +124,7 @@ def test_a_sampled_agent_draws_from_its_policy_and_repeats_a_draw_for_the_same_t
     last layer zeroed both actions are equally likely: greedy always answers the first (the
     argmax of a tie), sampled answers each about half the time over varied telemetry, and
     the same counters give the same answer (a rerun of an episode repeats its draws)."""
-    _, params = ippo.build_networks(SMALL, jax.random.key(1))
-    actor = jax.tree.map(lambda x: np.asarray(x), params.actor)
-    last = sorted(k for k in actor)[-1]  # the output layer's parameters
-    actor[last] = jax.tree.map(np.zeros_like, actor[last])
-    path = tmp_path / "pet.msgpack"
-    ippo.save(path, SMALL, ippo.Params(actor, params.critic), {})
-    greedy, sampled = load_policy(f"pet:{path}"), load_policy(f"pet-sampled:{path}")
+    greedy, sampled = _indifferent_agent(tmp_path)
     assert sampled.name.startswith("pet-sampled:")
     rng = np.random.default_rng(0)
     pmax_greedy, pmax_sampled = [], []
@@ -136,3 +141,17 @@ def test_a_sampled_agent_draws_from_its_policy_and_repeats_a_draw_for_the_same_t
     share = float(np.mean(pmax_sampled == settings[0]))
     assert 0.4 < share < 0.6  # 400 fair draws: the standard deviation is 0.025
     assert np.array_equal(settings, [0.5, 1.0])  # SMALL's two actions differ in pmax only
+
+
+def test_the_evaluator_runs_a_sampled_agent_apart_from_its_greedy_twin(tmp_path: Path):
+    """The same parameters, two functions: evaluated together they must not share one
+    compiled rollout (the evaluator batches policies of one class and config)."""
+    from ecntune.agent.evaluate import run_policies
+    from ecntune.sim.scenario import SimScenario
+
+    greedy, sampled = _indifferent_agent(tmp_path)
+    sc = SimScenario("tiny", load=0.7, incast_degree=2, episode_s=0.2)
+    out = run_policies(sc, {"g": greedy, "s": sampled}, episodes=2, seed=5, drain_factor=0.5)
+    pmax_greedy, pmax_sampled = out["g"].settings[..., 2], out["s"].settings[..., 2]
+    assert set(np.unique(pmax_greedy[np.isfinite(pmax_greedy)])) == {0.5}
+    assert set(np.unique(pmax_sampled[np.isfinite(pmax_sampled)])) == {0.5, 1.0}

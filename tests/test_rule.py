@@ -74,8 +74,9 @@ def test_rules_run_as_one_batch_and_one_that_never_fires_is_its_static_setting()
     sc = SimScenario("tiny", load=0.7, incast_degree=2, episode_s=0.2)
     rules = {"fires": load_policy(RULE), "never": load_policy("rule:senders>=1e9:8a,8a,1:1a,4a,1")}
     together = evaluate.run_policies(sc, rules, episodes=2, seed=3, drain_factor=0.5)
+    signature = evaluate.policy_signature(rules["fires"])
     batched = evaluate._rollout(
-        evaluate.scenario_env(sc), ("RulePolicy", "rule"), None, 0.5, batched_params=True
+        evaluate.scenario_env(sc), signature, None, 0.5, batched_params=True
     )
     assert evaluate._BATCHES[batched] == {4}  # 2 rules x 2 episodes in one call
     static = evaluate.run_policies(
