@@ -44,12 +44,13 @@ class LearningPolicy(Policy, Protocol):
     def save(self, path: Path) -> None: ...
 
 
-LEARNED_KINDS = {
-    "acc": "ecntune.agent.ddqn",
-    "pet": "ecntune.agent.ippo",
-    "tree": "ecntune.agent.distill",  # a distilled ACC/PET agent (ecntune distill)
-    "graphcc": "ecntune.agent.graphcc",  # one model for a whole fabric (needs its port graph)
-}  # kind -> module that provides load(path)
+LEARNED_KINDS: dict[str, tuple[str, dict[str, Any]]] = {
+    "acc": ("ecntune.agent.ddqn", {}),
+    "pet": ("ecntune.agent.ippo", {}),
+    "pet-sampled": ("ecntune.agent.ippo", {"sampled": True}),  # PET drawing as it trained
+    "tree": ("ecntune.agent.distill", {}),  # a distilled ACC/PET agent (ecntune distill)
+    "graphcc": ("ecntune.agent.graphcc", {}),  # one model for a whole fabric (its port graph)
+}  # kind -> (module that provides load(path, **options), those options)
 
 
 def load_policy(spec: str | Policy) -> Policy:
@@ -69,15 +70,12 @@ def load_policy(spec: str | Policy) -> Policy:
         from ecntune.agent.rule import RulePolicy
 
         return RulePolicy(arg)
-    if kind == "pet-sampled":
-        from ecntune.agent import ippo
-
-        return ippo.load(Path(arg), sampled=True)
     if kind in LEARNED_KINDS:
         import importlib
 
-        return importlib.import_module(LEARNED_KINDS[kind]).load(Path(arg))
-    known = ", ".join(("static", "rule", *LEARNED_KINDS, "pet-sampled"))
+        module, options = LEARNED_KINDS[kind]
+        return importlib.import_module(module).load(Path(arg), **options)
+    known = ", ".join(("static", "rule", *LEARNED_KINDS))
     raise ValueError(f"unknown policy kind {kind!r} (known: {known})")
 
 

@@ -564,12 +564,17 @@ def summarize_phase(phase: Phase) -> PhaseSummary:
     )
 
 
+def mice_timeouts(phase: Phase) -> tuple[int, int]:
+    """(mice sent whose sender reported its RTOs, those of them that saw one)."""
+    mice = [r for r in phase.sent if r.rtos is not None and r.size < MICE_BYTES]
+    return len(mice), sum(r.rtos > 0 for r in mice)
+
+
 def _timeouts(phase: Phase) -> dict[str, Any]:
-    known = [r for r in phase.sent if r.rtos is not None]
-    mice = [r for r in known if r.size < MICE_BYTES]
+    mice, with_rto = mice_timeouts(phase)
     return {
-        "mice_rto_share": sum(r.rtos > 0 for r in mice) / len(mice) if mice else math.nan,
-        "flows_with_rto": sum(r.rtos > 0 for r in known),
+        "mice_rto_share": with_rto / mice if mice else math.nan,
+        "flows_with_rto": sum(r.rtos > 0 for r in phase.sent if r.rtos is not None),
     }
 
 

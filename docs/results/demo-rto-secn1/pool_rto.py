@@ -13,16 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ecntune.fabric.report import load_phase
-from ecntune.traffic.fct import MICE_BYTES
+from ecntune.fabric.report import load_phase, mice_timeouts
 
 
 def main(runs: list[str]) -> None:
     rows = []
     for run in runs:
         phase = load_phase("static-secn1", Path(run) / "static-secn1")
-        mice = [r for r in phase.sent if r.rtos is not None and r.size < MICE_BYTES]
-        rows.append((Path(run).name, len(mice), sum(r.rtos > 0 for r in mice)))
+        rows.append((Path(run).name, *mice_timeouts(phase)))
     n = np.array([r[1] for r in rows])
     k = np.array([r[2] for r in rows])
     pick = np.random.default_rng(0).integers(0, len(rows), (10_000, len(rows)))
