@@ -197,6 +197,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--gamma", type=float, default=None,
         help="discount per interval (default: the algorithm's config, agent/ddqn.py, ippo.py)",
     )  # fmt: skip
+    t.add_argument(
+        "--gae-lambda", type=float, default=None,
+        help="PET: GAE's λ (default 0.95, agent/ippo.py; PET §5.1 sets it to 0.01)",
+    )  # fmt: skip
     t.add_argument("--eps-decay", type=float, default=1000.0, help="ACC: ε decay, in intervals")
     t.add_argument(
         "--reward", choices=("paper", "mice-fct", "mice-slowdown", "mice-slowdown-squared"),
@@ -354,6 +358,9 @@ def run_train(args: argparse.Namespace) -> int:
     from ecntune.agent.train import first_beat, train
 
     out = args.out or Path("results") / f"train-{args.algo}"
+    if args.gae_lambda is not None and (args.algo != "pet" or not 0.0 <= args.gae_lambda <= 1.0):
+        print("error: --gae-lambda is PET's GAE λ, a number in [0, 1]", file=sys.stderr)
+        return 2
     if args.algo == "acc":
         from ecntune.agent.ddqn import DdqnConfig
 
@@ -363,6 +370,8 @@ def run_train(args: argparse.Namespace) -> int:
         from ecntune.agent.ippo import IppoConfig
 
         config = IppoConfig(levels=args.levels, zero_level=args.zero_level)
+        if args.gae_lambda is not None:
+            config = dataclasses.replace(config, gae_lambda=args.gae_lambda)
     else:
         from ecntune.agent.graphcc import GraphccConfig
 

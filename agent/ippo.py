@@ -56,7 +56,7 @@ class IppoConfig:
     actor_lr: float = 4e-4  # PET §5.1
     critic_lr: float = 1e-3
     gamma: float = 0.9
-    gae_lambda: float = 0.95
+    gae_lambda: float = 0.95  # PureJaxRL's; PET §5.1 sets "the coefficient of GAE" to 0.01
     clip: float = 0.2  # PET §4.2
     entropy: float = 0.01
     epochs: int = 4

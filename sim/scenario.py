@@ -620,3 +620,24 @@ MIXES["star8-20ms-cubic-twelfth-heldout"] = (
              link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.68, incast_from_s=0.8),
 )  # fmt: skip
 MIXES["star8-20ms-cubic-high-heldout"] = MIXES["star8-20ms-cubic-twelfth-heldout"]  # judged there
+# A thirteenth held-out mix, fixed on 2026-12-02 (16:27 UTC) after the twelfth's verdict, while
+# PET trained at PET's own GAE λ (docs/results "A thirteenth mix") and before anything ran on
+# it: loads across the range again, 34.5-89 %, none of the mixes above uses (a load step
+# 56.5 -> 82 % on a quiet AliStorage); periods and starts none uses; WebSearch switching to
+# FB-Hadoop under a storm, FB-Hadoop on the leaf-spine. Judged on 200 episodes per scenario,
+# seeds from 270 000.
+MIXES["star8-20ms-cubic-thirteenth-train"] = MIXES["star8-20ms-cubic-fresh-train"]
+MIXES["star8-20ms-cubic-thirteenth-heldout"] = (
+    scenario("star8-20ms", "websearch", 0.345, 6, transport="cubic_ecn", incast_period_s=0.59,
+             incast_from_s=0.7),
+    scenario("star8-20ms", "fb_hadoop", 0.455, 4, transport="cubic_ecn", incast_period_s=0.17,
+             incast_from_s=2.9),
+    scenario("star8-20ms", "alistorage", 0.565, 0, transport="cubic_ecn", load_to=0.82),
+    scenario("star8-20ms", "websearch", 0.635, 5, transport="cubic_ecn", switch_to="fb_hadoop",
+             incast_period_s=0.61, incast_from_s=2.95),
+    scenario("star8-20ms", "alistorage", 0.85, 6, transport="cubic_ecn", incast_period_s=0.63,
+             incast_from_s=3.05),
+    scenario("star8-20ms", "websearch", 0.87, 0, transport="cubic_ecn"),
+    scenario("leafspine-2x4", "fb_hadoop", 0.89, 5, transport="cubic_ecn",
+             link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.15, incast_from_s=0.6),
+)  # fmt: skip

@@ -204,9 +204,10 @@ def test_train_records_how_the_simulator_shaped_its_reward(tmp_path, ecntune_cli
 def test_train_takes_a_feature_set_and_a_listed_template_and_the_checkpoint_keeps_them(
     tmp_path, ecntune_cli
 ):
-    """--features incast --action ... --action ...: the agent sees the deepest queue and
-    picks only among the listed settings, after loading too; a listed template beside grid
-    options, or a setting that is none, is refused before anything trains. The run trains
+    """--features incast --action ... --action ... --gae-lambda: the agent sees the deepest
+    queue and picks only among the listed settings, after loading too, and its checkpoint
+    keeps the λ it trained with; a listed template beside grid options, a setting that is
+    none, or a λ for ACC or outside [0, 1] is refused before anything trains. The run trains
     on the tail-leaning reward, mice-slowdown-squared, and the checkpoint says so."""
     from ecntune.agent import ippo
     from ecntune.agent.nets import load_checkpoint
@@ -217,13 +218,16 @@ def test_train_takes_a_feature_set_and_a_listed_template_and_the_checkpoint_keep
     refused = [
         (["--action", "0a,0a,1", "--action", "8a,2a,1"], "kmin <= kmax"),
         (["--action", "0a,0a,1", "--levels", "4"], "leave out --levels"),
+        (["--gae-lambda", "1.5"], "PET's GAE λ"),
+        (["--gae-lambda", "0.01", "--algo", "acc"], "PET's GAE λ"),
     ]
     for wrong, message in refused:
         code, _, stderr = ecntune_cli(*base, *wrong, "--out", str(tmp_path / "x"))
         assert code == 2, stderr[-2000:]
         assert message in stderr
         assert not (tmp_path / "x").exists()
-    listed = ["--action", "0a,0a,1", "--action", "8a,32a,1", "--reward", "mice-slowdown-squared"]
+    listed = ["--action", "0a,0a,1", "--action", "8a,32a,1", "--reward", "mice-slowdown-squared",
+              "--gae-lambda", "0.01"]  # fmt: skip
     code, _, stderr = ecntune_cli(*base, *listed, "--out", str(tmp_path / "t"))
     assert code == 0, stderr[-2000:]
     _, _, meta = load_checkpoint(tmp_path / "t" / "pet.msgpack", ippo.FORMAT, "PET")
@@ -232,6 +236,7 @@ def test_train_takes_a_feature_set_and_a_listed_template_and_the_checkpoint_keep
     assert agent.config.features == "incast"
     assert agent.config.settings == ("0a,0a,1", "8a,32a,1")
     assert agent.template.n_actions == 2
+    assert agent.config.gae_lambda == 0.01
 
 
 def test_interval_applies_to_every_scenario_of_a_mix(tmp_path, ecntune_cli):
