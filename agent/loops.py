@@ -27,9 +27,9 @@ double-DQN update (ddqn.update) per interval of each copy once the buffer holds
 simulated whatever `envs` is.
 
 PET (§4.2): actions sampled from the actor for a whole round, GAE bootstrapped from the
-last value (the episode end is a time limit), then ippo.update's clipped-surrogate epochs
-on every busy port's samples, in `envs` times the configured minibatches (their size, and
-the gradient steps per episode, as with one copy).
+last value (the episode end is a time limit; collect_pet_round), then ippo.update's
+clipped-surrogate epochs on every busy port's samples, in `envs` times the configured
+minibatches (their size, and the gradient steps per episode, as with one copy).
 """
 
 from __future__ import annotations
@@ -227,8 +227,52 @@ class PetCarry(NamedTuple):
     key: jax.Array
 
 
+class PetRound(NamedTuple):
+    batch: ippo.Batch  # every busy (interval, copy, port) sample, flat
+    reward: jax.Array  # (interval, copy, port)
+    busy: jax.Array
+    entropy: jax.Array
+
+
+def collect_pet_round(
+    env: Any,
+    config: ippo.IppoConfig,
+    nets: ippo.Nets,
+    params: ippo.Params,
+    k_reset: jax.Array,
+    k_act: jax.Array,
+    envs: int,
+) -> PetRound:
+    """One round of PET's on-policy samples, what ippo.update learns from: an episode on each
+    of `envs` copies with actions sampled from the actor, GAE bootstrapped from the last
+    value; idle samples are replaced by copies of busy ones so the batch keeps its size
+    (PPO's minibatches are static shapes)."""
+    template, link_bps = config.template, env.link_bps()
+    obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, envs))
+
+    def interval(c: tuple, k: jax.Array) -> tuple[tuple, tuple]:
+        obs, state = c
+        pi = ippo.policy(nets, params, obs)
+        action = pi.sample(seed=k)
+        v = ippo.value(nets, params, obs)
+        th = template.thresholds(action, link_bps)
+        next_obs, state, reward, _, info = jax.vmap(env.step)(state, th)
+        busy = info["telemetry"].tx_bytes > 0
+        step = (obs, action, pi.log_prob(action), v, reward, busy, pi.entropy())
+        return (next_obs, state), step
+
+    keys = jax.random.split(k_act, env.episode_intervals)
+    (last_obs, _), (o, a, lp, v, r, busy, ent) = jax.lax.scan(interval, (obs, state), keys)
+    last = ippo.value(nets, params, last_obs)
+    adv, target = ippo.gae(r, v, jnp.zeros_like(r), last, config.gamma, config.gae_lambda)
+    flat = ippo.Batch(*(x.reshape(-1, *x.shape[3:]) for x in (o, a, lp, adv, target)))
+    b = busy.reshape(-1)
+    order = jnp.argsort(~b)
+    pick = order[jnp.arange(b.size) % jnp.maximum(jnp.sum(b), 1)]
+    return PetRound(jax.tree.map(lambda x: x[pick], flat), r, busy, ent)
+
+
 def make_pet_loop(env: Any, config: ippo.IppoConfig, envs: int = 8) -> Loop:
-    template, link_bps, intervals = config.template, env.link_bps(), env.episode_intervals
     nets, _ = ippo.build_networks(config, jax.random.key(0))  # the structure only
     # a round's batch is `envs` episodes: as many minibatches of the same size per episode
     # as one episode per update would give (the same gradient steps per episode simulated)
@@ -242,33 +286,11 @@ def make_pet_loop(env: Any, config: ippo.IppoConfig, envs: int = 8) -> Loop:
     def one_round(carry: PetCarry, _: None) -> tuple[PetCarry, dict[str, jax.Array]]:
         learner, key = carry
         key, k_reset, k_act, k_learn = jax.random.split(key, 4)
-        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, envs))
-
-        def interval(c: tuple, k: jax.Array) -> tuple[tuple, tuple]:
-            obs, state = c
-            pi = ippo.policy(nets, learner.params, obs)
-            action = pi.sample(seed=k)
-            v = ippo.value(nets, learner.params, obs)
-            th = template.thresholds(action, link_bps)
-            next_obs, state, reward, _, info = jax.vmap(env.step)(state, th)
-            busy = info["telemetry"].tx_bytes > 0
-            step = (obs, action, pi.log_prob(action), v, reward, busy, pi.entropy())
-            return (next_obs, state), step
-
-        keys = jax.random.split(k_act, intervals)
-        (last_obs, _), (o, a, lp, v, r, busy, ent) = jax.lax.scan(interval, (obs, state), keys)
-        last = ippo.value(nets, learner.params, last_obs)
-        adv, target = ippo.gae(r, v, jnp.zeros_like(r), last, config.gamma, config.gae_lambda)
-        # every busy (interval, copy, port) is one sample; idle ones are replaced by copies
-        # of busy ones so the batch keeps its size (PPO's minibatches are static shapes)
-        flat = ippo.Batch(*(x.reshape(-1, *x.shape[3:]) for x in (o, a, lp, adv, target)))
-        b = busy.reshape(-1)
-        order = jnp.argsort(~b)
-        pick = order[jnp.arange(b.size) % jnp.maximum(jnp.sum(b), 1)]
-        learner, info = ippo.update(per_round, nets, learner,
-                                    jax.tree.map(lambda x: x[pick], flat), k_learn)  # fmt: skip
-        metrics = {"reward": _busy_mean(r, busy), "entropy": _busy_mean(ent, busy), **info}
-        return PetCarry(learner, key), metrics
+        sampled = collect_pet_round(env, config, nets, learner.params, k_reset, k_act, envs)
+        learner, info = ippo.update(per_round, nets, learner, sampled.batch, k_learn)
+        r, busy = sampled.reward, sampled.busy
+        metrics = {"reward": _busy_mean(r, busy), "entropy": _busy_mean(sampled.entropy, busy)}
+        return PetCarry(learner, key), metrics | info
 
     @functools.partial(jax.jit, static_argnums=1)
     def run(carry: PetCarry, rounds: int) -> tuple[PetCarry, dict[str, jax.Array]]:

@@ -1,8 +1,9 @@
 """Does the gradient clip PET's actor and critic share starve the actor where the stakes are
-high? In one training round per scenario (8 episodes, actions sampled, as agent/loops.py
-collects them), the global norms of the actor's and the critic's gradients of ippo.ppo_loss
-on four minibatches, and the factor clip_by_global_norm(0.5) over both scales the actor's
-step by, beside the factor a clip of the actor's alone would.
+high? In one training round per scenario (8 episodes, actions sampled: the round training
+collects, agent/loops.py collect_pet_round), the global norms of the actor's and the
+critic's gradients of ippo.ppo_loss on four minibatches, and the factor
+clip_by_global_norm(0.5) over both scales the actor's step by, beside the factor a clip of
+the actor's alone would.
 
     python docs/results/pet-own-reward/grad_norms.py star8-20ms-cubic-fresh-train \\
         CKPT ... > grad_norms.csv
@@ -19,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ecntune.agent import ippo
+from ecntune.agent import ippo, loops
 from ecntune.agent.rewards import MICE_SLOWDOWN_SQUARED
 from ecntune.sim.scenario import MIXES
 
@@ -28,42 +29,24 @@ ENVS, MINIBATCHES = 8, 4
 
 def round_norms(env, agent: ippo.IppoPolicy, key: jax.Array) -> tuple[np.ndarray, float]:
     """((minibatch, [actor, critic]) gradient norms, the round's return per episode)."""
-    config, params = agent.config, agent.params
-    nets, link = agent.nets, env.link_bps()
+    config, params, nets = agent.config, agent.params, agent.nets
 
     @jax.jit
     def run(key: jax.Array):
         k_reset, k_act, k_perm = jax.random.split(key, 3)
-        obs, state = jax.vmap(env.reset)(jax.random.split(k_reset, ENVS))
-
-        def interval(carry, k):
-            obs, state = carry
-            pi = ippo.policy(nets, params, obs)
-            a = pi.sample(seed=k)
-            th = config.template.thresholds(a, link)
-            nxt, state, r, _, info = jax.vmap(env.step)(state, th)
-            busy = info["telemetry"].tx_bytes > 0
-            return (nxt, state), (obs, a, pi.log_prob(a), ippo.value(nets, params, obs), r, busy)
-
-        keys = jax.random.split(k_act, env.episode_intervals)
-        (last, _), (o, a, lp, v, r, busy) = jax.lax.scan(interval, (obs, state), keys)
-        last_v = ippo.value(nets, params, last)
-        adv, target = ippo.gae(r, v, jnp.zeros_like(r), last_v, config.gamma, config.gae_lambda)
-        flat = ippo.Batch(*(x.reshape(-1, *x.shape[3:]) for x in (o, a, lp, adv, target)))
-        b = busy.reshape(-1)
-        busy_first = jnp.argsort(~b)[jnp.arange(b.size) % jnp.maximum(jnp.sum(b), 1)]
-        flat = jax.tree.map(lambda x: x[busy_first], flat)  # as the loop's batch: busy samples
-        size = b.size // (config.minibatches * ENVS)
-        order = jax.random.permutation(k_perm, b.size)
+        sampled = loops.collect_pet_round(env, config, nets, params, k_reset, k_act, ENVS)
+        n = sampled.busy.size
+        size = n // (config.minibatches * ENVS)  # the loop's minibatch size
+        order = jax.random.permutation(k_perm, n)
         norms = []
         for m in range(MINIBATCHES):
-            mb = jax.tree.map(lambda x, m=m: x[order[m * size : (m + 1) * size]], flat)
+            mb = jax.tree.map(lambda x, m=m: x[order[m * size : (m + 1) * size]], sampled.batch)
             grads, _ = jax.grad(ippo.ppo_loss, has_aux=True)(
                 params, nets, mb, config.clip, config.entropy
             )
             norms.append(jnp.stack([optax.global_norm(grads.actor),
                                     optax.global_norm(grads.critic)]))  # fmt: skip
-        return jnp.stack(norms), jnp.sum(r * busy) / ENVS
+        return jnp.stack(norms), jnp.sum(sampled.reward * sampled.busy) / ENVS
 
     norms, ret = run(key)
     return np.asarray(norms), float(ret)
