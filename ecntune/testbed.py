@@ -33,7 +33,12 @@ from ecntune.switch.packet_io import AUXDATA, PACKET_AUXDATA, SOL_PACKET, with_v
 from ecntune.targets import SwitchSpec, start, stop, target
 from ecntune.telemetry import EcnThresholds, PortTelemetry
 from ecntune.topology import NextHop, Route, host_mac, port_mac
-from ecntune.traffic.burst import IP_PROTO_UDP, SO_TIMESTAMPNS, kernel_time
+from ecntune.traffic.burst import (
+    IP_PROTO_UDP,
+    SO_TIMESTAMPNS,
+    await_kernel_timestamps,
+    kernel_time,
+)
 
 UNLIMITED_PPS = 10_000_000
 AUX_SPACE = socket.CMSG_SPACE(AUXDATA.size)
@@ -168,6 +173,7 @@ class Testbed:
         for s in self.sockets.values():
             s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        await_kernel_timestamps()
 
     def arrivals(self, expect: int, timeout_s: float = 5.0) -> list[tuple[int, int, float]]:
         """(port, UDP destination port, kernel arrival time.time()) of the next `expect` UDP

@@ -33,6 +33,7 @@ PAYLOAD = struct.Struct("!4sIIId")  # magic, burst, sender, seq, send time
 DEFAULT_PORT = 5002
 ECT0, CE = 0b10, 0b11
 SO_TIMESTAMPNS = 35  # Linux; Python's socket module does not export it
+PROBE_WAIT_S = 0.02  # how long a timestamp probe lies unread (await_kernel_timestamps)
 ETH_P_IP = 0x0800
 IP_PROTO_UDP = 17
 
@@ -133,6 +134,7 @@ def listen(args: argparse.Namespace) -> int:
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # nothing queues before bind
     sock.bind((iface, ETH_P_IP))
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    await_kernel_timestamps()
     sock.settimeout(0.2)
     stop = False
 
@@ -157,6 +159,25 @@ def listen(args: argparse.Namespace) -> int:
             if record is not None:
                 out.write(record)
     return 0
+
+
+def await_kernel_timestamps(timeout_s: float = 5.0) -> None:
+    """Return once the kernel stamps frames when they arrive. SO_TIMESTAMPNS turns stamping
+    on through deferred kernel work; until that has run, a frame is stamped when it is read,
+    so the first frames after `listen` looked as late as the reader was slow (a frame read
+    after a 4 s wait came out 4 s late). Probed with a datagram over loopback, which the
+    same switch stamps."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        probe.bind(("127.0.0.1", 0))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            probe.sendto(b"t", probe.getsockname())
+            time.sleep(PROBE_WAIT_S)
+            _, ancdata, _, _ = probe.recvmsg(16, socket.CMSG_SPACE(16))
+            if time.time() - kernel_time(ancdata) >= PROBE_WAIT_S / 2:  # stamped on arrival
+                return
+    raise RuntimeError(f"the kernel does not stamp arriving frames after {timeout_s} s")
 
 
 def kernel_time(ancdata: list[tuple[int, int, bytes]]) -> float:
