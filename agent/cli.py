@@ -201,6 +201,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--gae-lambda", type=float, default=None,
         help="PET: GAE's λ (default 0.95, agent/ippo.py; PET §5.1 sets it to 0.01)",
     )  # fmt: skip
+    t.add_argument(
+        "--grad-clip", choices=("joint", "per_network"), default=None,
+        help="PET: clip the gradient's norm over actor and critic together (default) or each "
+        "network by its own, as PET's Algorithm 1 updates them apart (agent/ippo.py)",
+    )  # fmt: skip
     t.add_argument("--eps-decay", type=float, default=1000.0, help="ACC: ε decay, in intervals")
     t.add_argument(
         "--reward", choices=("paper", "mice-fct", "mice-slowdown", "mice-slowdown-squared"),
@@ -361,6 +366,9 @@ def run_train(args: argparse.Namespace) -> int:
     if args.gae_lambda is not None and (args.algo != "pet" or not 0.0 <= args.gae_lambda <= 1.0):
         print("error: --gae-lambda is PET's GAE λ, a number in [0, 1]", file=sys.stderr)
         return 2
+    if args.grad_clip is not None and args.algo != "pet":
+        print("error: --grad-clip is PET's (ACC's DQN has one network)", file=sys.stderr)
+        return 2
     if args.algo == "acc":
         from ecntune.agent.ddqn import DdqnConfig
 
@@ -372,6 +380,8 @@ def run_train(args: argparse.Namespace) -> int:
         config = IppoConfig(levels=args.levels, zero_level=args.zero_level)
         if args.gae_lambda is not None:
             config = dataclasses.replace(config, gae_lambda=args.gae_lambda)
+        if args.grad_clip is not None:
+            config = dataclasses.replace(config, grad_clip=args.grad_clip)
     else:
         from ecntune.agent.graphcc import GraphccConfig
 

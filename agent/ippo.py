@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import distrax
 import jax
@@ -43,6 +43,8 @@ from ecntune.agent.rewards import Reward, trained_reward
 from ecntune.telemetry import EcnThresholds, PortTelemetry
 
 FORMAT = "ecntune-ippo/1"
+GRAD_NORM = 0.5  # PureJaxRL's max_grad_norm
+GradClip = Literal["joint", "per_network"]  # make_optimizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +60,7 @@ class IppoConfig:
     gamma: float = 0.9
     gae_lambda: float = 0.95  # PureJaxRL's; PET §5.1 sets "the coefficient of GAE" to 0.01
     clip: float = 0.2  # PET §4.2
+    grad_clip: GradClip = "joint"  # make_optimizer
     entropy: float = 0.01
     epochs: int = 4
     minibatches: int = 4
@@ -145,14 +148,20 @@ def ppo_loss(
 
 
 def make_optimizer(config: IppoConfig) -> optax.GradientTransformation:
-    """Separate learning rates for actor and critic (PET §5.1)."""
-    return optax.chain(
-        optax.clip_by_global_norm(0.5),
-        optax.multi_transform(
-            {"actor": optax.adam(config.actor_lr), "critic": optax.adam(config.critic_lr)},
-            Params("actor", "critic"),
-        ),
-    )
+    """Separate learning rates for actor and critic (PET §5.1), gradients clipped to norm
+    GRAD_NORM either over both networks together ("joint", PureJaxRL's) or each by its own
+    ("per_network": PET's Algorithm 1 updates them apart, lines 8 and 10, so a large critic
+    gradient cannot shrink the actor's step; docs/results/pet-own-reward/grad_norms.py)."""
+    adam = {"actor": optax.adam(config.actor_lr), "critic": optax.adam(config.critic_lr)}
+    labels = Params("actor", "critic")
+    if config.grad_clip == "joint":
+        return optax.chain(
+            optax.clip_by_global_norm(GRAD_NORM), optax.multi_transform(adam, labels)
+        )
+    clipped = {
+        net: optax.chain(optax.clip_by_global_norm(GRAD_NORM), tx) for net, tx in adam.items()
+    }
+    return optax.multi_transform(clipped, labels)
 
 
 class Learner(NamedTuple):

@@ -52,6 +52,32 @@ def test_the_surrogate_is_clipped_at_one_plus_minus_epsilon():
     assert float(value) == pytest.approx(sum([1.2, -1.5, 0.5, -0.8, 2.2]))
 
 
+@pytest.mark.parametrize("grad_clip", ["joint", "per_network"])
+def test_only_a_per_network_clip_keeps_the_critics_gradient_out_of_the_actors_step(grad_clip):
+    """The same actor gradient twice, the second time beside a critic gradient 100x the clip
+    norm. Clipped jointly, the actor's second gradient reaches Adam 100x smaller than its
+    first and its step shrinks (what docs/results/pet-own-reward/grad_norms.py found on the
+    storms); clipped per network, the actor steps exactly as beside a quiet critic."""
+    config = dataclasses.replace(ippo.IppoConfig(), grad_clip=grad_clip)
+    opt = ippo.make_optimizer(config)
+    params = ippo.Params(jnp.zeros(2), jnp.zeros(2))
+    actor_grad = jnp.array([0.3, -0.1])
+
+    def second_actor_step(critic_norm: float) -> np.ndarray:
+        state = opt.init(params)
+        quiet = ippo.Params(actor_grad, jnp.array([0.1, 0.0]))
+        _, state = opt.update(quiet, state, params)
+        loud = ippo.Params(actor_grad, jnp.array([critic_norm, 0.0]))
+        step, _ = opt.update(loud, state, params)
+        return np.asarray(step.actor)
+
+    beside_quiet, beside_loud = second_actor_step(0.1), second_actor_step(100 * ippo.GRAD_NORM)
+    if grad_clip == "per_network":
+        np.testing.assert_array_equal(beside_loud, beside_quiet)
+    else:
+        assert np.all(np.abs(beside_loud) < 0.8 * np.abs(beside_quiet)), (beside_loud, beside_quiet)
+
+
 def test_solves_a_contextual_bandit():
     """State 0 pays for action 1, state 1 for action 0: the policy must learn both."""
     config = dataclasses.replace(SMALL, gamma=0.0, entropy=0.0, actor_lr=3e-3, critic_lr=3e-3)
