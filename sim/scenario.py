@@ -663,3 +663,25 @@ MIXES["star8-20ms-cubic-fourteenth-heldout"] = (
     scenario("leafspine-2x4", "alistorage", 0.705, 4, transport="cubic_ecn",
              link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.65, incast_from_s=0.45),
 )  # fmt: skip
+# A fifteenth held-out mix, fixed on 2026-12-02 (20:25 UTC) after the fourteenth's verdict,
+# while PET trained with actor and critic clipped apart (docs/results "A fifteenth mix"),
+# and before anything ran on it: loads none of the mixes above uses, 33.5-83.5 % (a load
+# step 47.5 -> 76.5 % on a quiet FB-Hadoop), periods and starts none uses, AliStorage
+# switching to WebSearch under a storm, WebSearch on the leaf-spine. Judged on 200 episodes
+# per scenario, seeds from 310 000.
+MIXES["star8-20ms-cubic-fifteenth-train"] = MIXES["star8-20ms-cubic-fresh-train"]
+MIXES["star8-20ms-cubic-fifteenth-heldout"] = (
+    scenario("star8-20ms", "websearch", 0.335, 6, transport="cubic_ecn", incast_period_s=0.6,
+             incast_from_s=3.4),
+    scenario("star8-20ms", "alistorage", 0.435, 5, transport="cubic_ecn", incast_period_s=0.12,
+             incast_from_s=0.4),
+    scenario("star8-20ms", "fb_hadoop", 0.475, 0, transport="cubic_ecn", load_to=0.765),
+    scenario("star8-20ms", "alistorage", 0.545, 4, transport="cubic_ecn", switch_to="websearch",
+             incast_period_s=0.69, incast_from_s=3.375),
+    scenario("star8-20ms", "websearch", 0.695, 6, transport="cubic_ecn", incast_period_s=0.145,
+             incast_from_s=0.425),
+    scenario("star8-20ms", "fb_hadoop", 0.835, 4, transport="cubic_ecn", incast_period_s=0.625,
+             incast_from_s=0.525),
+    scenario("leafspine-2x4", "websearch", 0.725, 5, transport="cubic_ecn",
+             link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.175, incast_from_s=3.45),
+)  # fmt: skip
