@@ -206,6 +206,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="PET: clip the gradient's norm over actor and critic together (default) or each "
         "network by its own, as PET's Algorithm 1 updates them apart (agent/ippo.py)",
     )  # fmt: skip
+    t.add_argument(
+        "--ppo-epochs", type=int, default=None, metavar="N",
+        help="PET: passes over each round's samples (default 4, agent/ippo.py; PET's "
+        "Algorithm 1 optimises 'for N epochs' without giving N)",
+    )  # fmt: skip
     t.add_argument("--eps-decay", type=float, default=1000.0, help="ACC: ε decay, in intervals")
     t.add_argument(
         "--reward", choices=("paper", "mice-fct", "mice-slowdown", "mice-slowdown-squared"),
@@ -369,6 +374,10 @@ def run_train(args: argparse.Namespace) -> int:
     if args.grad_clip is not None and args.algo != "pet":
         print("error: --grad-clip is PET's (ACC's DQN has one network)", file=sys.stderr)
         return 2
+    if args.ppo_epochs is not None and (args.algo != "pet" or args.ppo_epochs < 1):
+        print("error: --ppo-epochs is PET's PPO passes per round, a whole number >= 1",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.algo == "acc":
         from ecntune.agent.ddqn import DdqnConfig
 
@@ -382,6 +391,8 @@ def run_train(args: argparse.Namespace) -> int:
             config = dataclasses.replace(config, gae_lambda=args.gae_lambda)
         if args.grad_clip is not None:
             config = dataclasses.replace(config, grad_clip=args.grad_clip)
+        if args.ppo_epochs is not None:
+            config = dataclasses.replace(config, epochs=args.ppo_epochs)
     else:
         from ecntune.agent.graphcc import GraphccConfig
 

@@ -685,3 +685,25 @@ MIXES["star8-20ms-cubic-fifteenth-heldout"] = (
     scenario("leafspine-2x4", "websearch", 0.725, 5, transport="cubic_ecn",
              link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.175, incast_from_s=3.45),
 )  # fmt: skip
+# A sixteenth held-out mix, fixed on 2026-12-07 (16:30 UTC) after the fifteenth's verdict,
+# while PET trained with ten PPO epochs per round (docs/results "A sixteenth mix"), and
+# before anything ran on it: loads none of the mixes above uses, 31.5-81.5 % (a load step
+# 49.5 -> 77.5 % on a quiet AliStorage), periods and starts none uses, AliStorage switching
+# to FB-Hadoop under a storm, AliStorage on the leaf-spine. Judged on 200 episodes per
+# scenario, seeds from 330 000.
+MIXES["star8-20ms-cubic-sixteenth-train"] = MIXES["star8-20ms-cubic-fresh-train"]
+MIXES["star8-20ms-cubic-sixteenth-heldout"] = (
+    scenario("star8-20ms", "websearch", 0.315, 5, transport="cubic_ecn", incast_period_s=0.615,
+             incast_from_s=3.425),
+    scenario("star8-20ms", "fb_hadoop", 0.425, 6, transport="cubic_ecn", incast_period_s=0.155,
+             incast_from_s=0.475),
+    scenario("star8-20ms", "alistorage", 0.495, 0, transport="cubic_ecn", load_to=0.775),
+    scenario("star8-20ms", "alistorage", 0.555, 4, transport="cubic_ecn", switch_to="fb_hadoop",
+             incast_period_s=0.655, incast_from_s=3.325),
+    scenario("star8-20ms", "websearch", 0.645, 6, transport="cubic_ecn", incast_period_s=0.185,
+             incast_from_s=0.575),
+    scenario("star8-20ms", "fb_hadoop", 0.815, 5, transport="cubic_ecn", incast_period_s=0.635,
+             incast_from_s=0.625),
+    scenario("leafspine-2x4", "alistorage", 0.755, 4, transport="cubic_ecn",
+             link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.165, incast_from_s=3.475),
+)  # fmt: skip

@@ -204,11 +204,11 @@ def test_train_records_how_the_simulator_shaped_its_reward(tmp_path, ecntune_cli
 def test_train_takes_a_feature_set_and_a_listed_template_and_the_checkpoint_keeps_them(
     tmp_path, ecntune_cli
 ):
-    """--features incast --action ... --action ... --gae-lambda --grad-clip: the agent sees
-    the deepest queue and picks only among the listed settings, after loading too, and its
-    checkpoint keeps the λ and the clip it trained with; a listed template beside grid
-    options, a setting that is none, a λ for ACC or outside [0, 1], or a clip for ACC is
-    refused before anything trains. The run trains
+    """--features incast --action ... --action ... --gae-lambda --grad-clip --ppo-epochs: the
+    agent sees the deepest queue and picks only among the listed settings, after loading
+    too, and its checkpoint keeps the λ, the clip and the epochs it trained with; a listed
+    template beside grid options, a setting that is none, a λ for ACC or outside [0, 1], or
+    a clip or epochs for ACC, or no epochs at all, is refused before anything trains. The run trains
     on the tail-leaning reward, mice-slowdown-squared, and the checkpoint says so."""
     from ecntune.agent import ippo
     from ecntune.agent.nets import load_checkpoint
@@ -222,6 +222,8 @@ def test_train_takes_a_feature_set_and_a_listed_template_and_the_checkpoint_keep
         (["--gae-lambda", "1.5"], "PET's GAE λ"),
         (["--gae-lambda", "0.01", "--algo", "acc"], "PET's GAE λ"),
         (["--grad-clip", "per_network", "--algo", "acc"], "--grad-clip is PET's"),
+        (["--ppo-epochs", "8", "--algo", "acc"], "--ppo-epochs is PET's"),
+        (["--ppo-epochs", "0"], "--ppo-epochs is PET's"),
     ]
     for wrong, message in refused:
         code, _, stderr = ecntune_cli(*base, *wrong, "--out", str(tmp_path / "x"))
@@ -229,7 +231,8 @@ def test_train_takes_a_feature_set_and_a_listed_template_and_the_checkpoint_keep
         assert message in stderr
         assert not (tmp_path / "x").exists()
     listed = ["--action", "0a,0a,1", "--action", "8a,32a,1", "--reward", "mice-slowdown-squared",
-              "--gae-lambda", "0.01", "--grad-clip", "per_network"]  # fmt: skip
+              "--gae-lambda", "0.01", "--grad-clip", "per_network",
+              "--ppo-epochs", "3"]  # fmt: skip
     code, _, stderr = ecntune_cli(*base, *listed, "--out", str(tmp_path / "t"))
     assert code == 0, stderr[-2000:]
     _, _, meta = load_checkpoint(tmp_path / "t" / "pet.msgpack", ippo.FORMAT, "PET")
@@ -240,6 +243,7 @@ def test_train_takes_a_feature_set_and_a_listed_template_and_the_checkpoint_keep
     assert agent.template.n_actions == 2
     assert agent.config.gae_lambda == 0.01
     assert agent.config.grad_clip == "per_network"
+    assert agent.config.epochs == 3
 
 
 def test_interval_applies_to_every_scenario_of_a_mix(tmp_path, ecntune_cli):
