@@ -345,6 +345,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("folders", type=Path, nargs="+", metavar="DIR")
     s.add_argument("--csv", type=Path, default=None, help="also write one row per agent here")
+    s.add_argument(
+        "--pool", action="append", default=[], metavar="AGENT",
+        help="also pool AGENT (as the folders name it, e.g. acc:g01l4; repeatable) over every "
+        "folder it ran in, each against that folder's single best static: a random-effects "
+        "estimate with a 95 %% interval per metric (agent/summary.py pool)",
+    )  # fmt: skip
+    s.add_argument("--pool-csv", type=Path, default=None, help="write the pooled rows here")
+    s.add_argument("--forest", type=Path, default=None, metavar="PNG",
+                   help="draw every folder's differences and the pooled ones here")  # fmt: skip
     s.set_defaults(func=run_eval_table)
     k = sub.add_parser(
         "pick-seed",
@@ -571,8 +580,12 @@ def run_pick_seed(args: argparse.Namespace) -> int:
 def run_eval_table(args: argparse.Namespace) -> int:
     from ecntune.agent import summary
 
+    if (args.pool_csv or args.forest) and not args.pool:
+        print("error: --pool-csv and --forest draw what --pool AGENT pools", file=sys.stderr)
+        return 2
     try:
         judged = [summary.read(folder) for folder in args.folders]
+        pools = summary.pooled(judged, args.pool)
     except (OSError, ValueError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -580,6 +593,14 @@ def run_eval_table(args: argparse.Namespace) -> int:
     if args.csv:
         summary.write_csv(args.csv, judged)
         print(f"written: {args.csv}")
+    if pools:
+        print(summary.pooled_markdown(pools), end="")
+    if args.pool_csv:
+        summary.write_pooled_csv(args.pool_csv, pools)
+        print(f"written: {args.pool_csv}")
+    if args.forest:
+        summary.forest(args.forest, judged, pools)
+        print(f"written: {args.forest}")
     return 0
 
 

@@ -13,6 +13,13 @@ make that mix no longer held out. `pick_seed` chooses on another evaluation (the
 mix's own episodes, docs/results "Which seed an operator would deploy"): the seed whose
 worse relative difference against that folder's single best static, mice mean or mice
 p99, is lowest, so a seed that wins the mean by losing the tail is not chosen.
+
+One agent deployed on several held-out mixes gets a verdict per mix; each verdict is a
+coin with a few hundred mice behind its p99. `pool` (`ecntune eval-table --pool AGENT`)
+combines the mixes' paired differences against each mix's own single best static into one
+estimate: a random-effects meta-analysis (DerSimonian–Laird τ², Hartung–Knapp–Sidik–Jonkman
+interval, which holds its coverage with few mixes) on log ratios, each mix's standard error
+read off its bootstrap CI. `forest` draws it.
 """
 
 from __future__ import annotations
@@ -27,11 +34,18 @@ import numpy as np
 
 from ecntune.agent.evaluate import Comparison
 from ecntune.agent.report import verdict
+from ecntune.plots import pyplot, save
 
 SINGLE_BEST = re.compile(r"^Single best static over the mix[^`]*`([^`]+)`", re.M)
 FROZEN_SECTION = re.compile(r"^## Does changing the setting help\?.*?(?=^## |\Z)", re.M | re.S)
 FROZEN_ROW = re.compile(r"^\| (\S+) \| `(static:[^`]+)` \|", re.M)
 NO_WIN = "does NOT beat the single best static"
+POOLED_METRICS = {  # metric -> what a reader calls it (comparisons.csv's names)
+    "mice_mean": "mice mean slowdown",
+    "mice_p99_fct": "mice p99 FCT",
+    "all_mean": "all-flow mean slowdown",
+    "goodput": "goodput",
+}
 
 
 @dataclass(frozen=True)
@@ -41,11 +55,20 @@ class Judged:
     folder: Path
     scenarios: list[str]
     single_best: str
-    mice_rel: dict[str, float]  # agent -> mice mean slowdown vs the single best static
-    p99_rel: dict[str, float]  # agent -> mice p99 FCT vs the single best static
+    vs_best: dict[str, dict[str, Comparison]]  # agent -> metric -> against the single best
     verdicts: dict[str, str]  # agent -> report.verdict against the single best static
     vs_frozen: dict[str, float]  # agent -> mice mean slowdown vs its own frozen setting
     all_mean: dict[str, float]  # agent -> all-flow mean slowdown (mean over scenarios)
+
+    @property
+    def mice_rel(self) -> dict[str, float]:
+        """agent -> mice mean slowdown against the single best static."""
+        return {a: c["mice_mean"].rel for a, c in self.vs_best.items()}
+
+    @property
+    def p99_rel(self) -> dict[str, float]:
+        """agent -> mice p99 FCT against the single best static."""
+        return {a: c["mice_p99_fct"].rel for a, c in self.vs_best.items()}
 
     def families(self) -> list[str]:
         """Agent kinds in order of appearance."""
@@ -91,8 +114,7 @@ def read(folder: Path) -> Judged:
         folder=folder,
         scenarios=scenarios,
         single_best=single_best,
-        mice_rel={a: comparisons[a, single_best]["mice_mean"].rel for a in agents},
-        p99_rel={a: comparisons[a, single_best]["mice_p99_fct"].rel for a in agents},
+        vs_best={a: comparisons[a, single_best] for a in agents},
         verdicts={a: verdict(list(comparisons[a, single_best].values())) for a in agents},
         vs_frozen={
             a: comparisons[a, frozen[a]]["mice_mean"].rel
@@ -168,3 +190,104 @@ def write_csv(path: Path, judged: Sequence[Judged]) -> None:
             for a in j.mice_rel:
                 w.writerow([j.folder.name, j.single_best, a, j.mice_rel[a], j.verdicts[a],
                             j.vs_frozen.get(a, ""), j.all_mean.get(a, "")])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """One agent's relative difference on one metric over several mixes, each against its
+    own single best static: the pooled estimate, its 95 % interval, and τ, how much the
+    true difference varies between mixes (as a log ratio)."""
+
+    agent: str
+    metric: str
+    rel: float
+    lo: float
+    hi: float
+    tau: float
+    mixes: int
+
+
+def pool(agent: str, metric: str, per_mix: Sequence[Comparison]) -> Pooled:
+    """Random effects on log(1 + rel): DerSimonian–Laird τ², then the Hartung–Knapp–
+    Sidik–Jonkman interval (a t with k − 1 degrees of freedom on a variance rescaled by the
+    mixes' own scatter), so a handful of mixes that disagree give a wide interval instead of
+    the over-confident one a fixed-effect pool would; never narrower than the random-effects
+    variance itself (mixes that happen to agree closely do not shrink it to nothing)."""
+    from scipy.stats import t as student_t
+
+    k = len(per_mix)
+    if k < 2:
+        raise ValueError(f"{agent}: pooling needs two mixes or more, it ran on {k}")
+    y = np.log1p([c.rel for c in per_mix])
+    se = (np.log1p([c.hi for c in per_mix]) - np.log1p([c.lo for c in per_mix])) / (2 * 1.96)
+    w = 1 / np.maximum(se, 1e-12) ** 2
+    fixed = np.sum(w * y) / np.sum(w)
+    q = np.sum(w * (y - fixed) ** 2)
+    tau2 = max(0.0, (q - (k - 1)) / (np.sum(w) - np.sum(w**2) / np.sum(w)))
+    w_star = 1 / (se**2 + tau2)
+    mu = np.sum(w_star * y) / np.sum(w_star)
+    scatter = np.sum(w_star * (y - mu) ** 2) / (k - 1)
+    half = student_t.ppf(0.975, k - 1) * np.sqrt(max(scatter, 1.0) / np.sum(w_star))
+    return Pooled(agent, metric, *np.expm1([mu, mu - half, mu + half]).tolist(),
+                  tau=float(np.sqrt(tau2)), mixes=k)  # fmt: skip
+
+
+def pooled(judged: Sequence[Judged], agents: Sequence[str]) -> list[Pooled]:
+    """Every metric of POOLED_METRICS, per agent, over the folders it ran in."""
+    out = []
+    for agent in agents:
+        runs = [j.vs_best[agent] for j in judged if agent in j.vs_best]
+        out += [pool(agent, m, [r[m] for r in runs]) for m in POOLED_METRICS]
+    return out
+
+
+def pooled_markdown(pools: Sequence[Pooled]) -> str:
+    header = ["agent", "mixes", *POOLED_METRICS.values()]
+    rows = []
+    for agent in dict.fromkeys(p.agent for p in pools):
+        mine = {p.metric: p for p in pools if p.agent == agent}
+        cells = [f"{signed(p.rel)} % [{signed(p.lo)}, {signed(p.hi)}]" for p in mine.values()]
+        rows.append([agent, str(next(iter(mine.values())).mixes), *cells])
+    return markdown(header, rows)
+
+
+def write_pooled_csv(path: Path, pools: Sequence[Pooled]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["agent", "metric", "mixes", "rel", "lo", "hi", "tau"])
+        for p in pools:
+            w.writerow([p.agent, p.metric, p.mixes, p.rel, p.lo, p.hi, p.tau])
+
+
+def forest(path: Path, judged: Sequence[Judged], pools: Sequence[Pooled]) -> None:
+    """One panel per metric: each mix's difference and CI against its single best static,
+    a row per (agent, mix), the pooled estimate as a diamond under each agent's mixes."""
+    plt = pyplot()
+    agents = list(dict.fromkeys(p.agent for p in pools))
+    rows: list[tuple[str, int, Judged | None]] = []  # label, agent's colour, mix (None: pool)
+    for i, agent in enumerate(agents):
+        mixes = [j for j in judged if agent in j.vs_best]
+        rows += [
+            (f"{agent} {j.folder.name.removeprefix('star8-20ms-cubic-')}", i, j) for j in mixes
+        ]
+        rows.append((f"{agent} pooled ({len(mixes)} mixes)", i, None))
+    n = len(POOLED_METRICS)
+    fig, axes = plt.subplots(1, n, sharey=True, figsize=(3.2 * n, 0.9 + 0.26 * len(rows)))
+    for ax, (metric, title) in zip(axes, POOLED_METRICS.items(), strict=True):
+        for y, (_, i, j) in enumerate(rows):
+            agent = agents[i]
+            if j is not None:
+                c = j.vs_best[agent][metric]
+                err = [[100 * (c.rel - c.lo)], [100 * (c.hi - c.rel)]]
+                ax.errorbar(100 * c.rel, -y, xerr=err, fmt="o", color=f"C{i}", ms=3)
+                continue
+            p = next(p for p in pools if p.agent == agent and p.metric == metric)
+            xs = [100 * p.lo, 100 * p.rel, 100 * p.hi, 100 * p.rel]
+            ax.fill(xs, [-y, -y + 0.35, -y, -y - 0.35], color=f"C{i}")
+        ax.axvline(0, color="grey", lw=0.8)
+        if metric == "goodput":
+            ax.axvspan(-2, 2, color="grey", alpha=0.12, lw=0)  # the acceptance's 2 %
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("vs the mix's single best static, %", fontsize=8)
+    axes[0].set_yticks([-y for y in range(len(rows))], [r[0] for r in rows], fontsize=7)
+    save(fig, path)

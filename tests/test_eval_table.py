@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ecntune.agent import summary
+from ecntune.agent.evaluate import Comparison
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 GRAPHCC_HELDOUT = [
@@ -67,3 +68,66 @@ def test_the_seeds_docs_deploy_are_what_pick_seed_chooses_on_the_training_mix(ec
     code, _, stderr = ecntune_cli("pick-seed", str(folder), "--arm", "acc:x")
     assert code == 2
     assert "no agent named acc:x" in stderr
+
+
+BLIND_MIXES = ["sixth", "seventh", "eighth", "ninth", "tenth", "eleventh", "twelfth",
+               "thirteenth", "fourteenth", "fifteenth"]  # fmt: skip
+
+
+def test_the_pooled_table_in_docs_is_what_eval_table_pools_from_every_blind_mix():
+    """docs/results "Every blind mix at once": the deployed agents' pooled rows are what
+    `eval-table --pool` makes of every committed 200-episode blind mix, none left out."""
+    judged = [summary.read(RESULTS / f"star8-20ms-cubic-{n}-heldout") for n in BLIND_MIXES]
+    pools = summary.pooled(judged, ["acc:g01l4", "pet:q9l4"])
+    assert summary.pooled_markdown(pools) in (RESULTS / "README.md").read_text()
+    assert {p.agent: p.mixes for p in pools} == {"acc:g01l4": 7, "pet:q9l4": len(BLIND_MIXES)}
+
+
+def _mixes(*rel_lo_hi: tuple[float, float, float]) -> list[Comparison]:
+    return [Comparison("mice_mean", 1.0, 1.0, *r) for r in rel_lo_hi]
+
+
+def test_pooling_mixes_that_agree_gives_their_difference_and_no_spread_between_them():
+    """Five mixes with the same -2 % [-3, -1]: the pool is -2 %, τ is zero, and the interval,
+    holding five mixes' information, is narrower than one mix's but not zero wide."""
+    p = summary.pool("acc:x", "mice_mean", _mixes(*[(-0.02, -0.03, -0.01)] * 5))
+    assert p.rel == pytest.approx(-0.02, abs=1e-4)
+    assert p.tau == 0.0
+    assert -0.03 < p.lo < p.rel < p.hi < -0.01
+    assert p.mixes == 5
+
+
+def test_pooling_mixes_that_disagree_widens_the_interval_past_zero():
+    """Two tight wins and two tight losses of 5 %: a fixed-effect pool would call the mean
+    exactly known; the random-effects pool sees the spread (τ their log ratios' sample
+    standard deviation, 5 % times sqrt(4/3), less their own tiny errors) and its interval
+    spans zero, so a handful of lucky mixes cannot make a win."""
+    tight = [(-0.05, -0.052, -0.048), (0.05, 0.048, 0.052)] * 2
+    p = summary.pool("pet:x", "mice_mean", _mixes(*tight))
+    assert p.tau == pytest.approx(0.05 * (4 / 3) ** 0.5, rel=0.05)
+    assert p.lo < 0 < p.hi
+    assert p.hi - p.lo > 0.05
+    with pytest.raises(ValueError, match="needs two mixes or more"):
+        summary.pool("pet:x", "mice_mean", _mixes((-0.05, -0.06, -0.04)))
+
+
+def test_eval_table_pools_an_agent_and_draws_the_forest_or_says_what_is_missing(
+    tmp_path, ecntune_cli
+):
+    """--pool over committed folders prints one pooled row per agent, writes the CSV and
+    the plot; --forest without --pool, or an agent in fewer than two folders, is refused."""
+    folders = [str(RESULTS / f"star8-20ms-cubic-{n}-heldout") for n in ("ninth", "eleventh")]
+    forest = tmp_path / "forest.png"
+    code, stdout, stderr = ecntune_cli("eval-table", *folders, "--pool", "acc:g01l4",
+                                       "--pool-csv", str(tmp_path / "p.csv"),
+                                       "--forest", str(forest))  # fmt: skip
+    assert code == 0, stderr
+    assert re.search(r"^\| acc:g01l4 \| 2 \| −[\d.]+ % \[", stdout, re.M)
+    assert forest.stat().st_size > 10_000
+    assert len((tmp_path / "p.csv").read_text().splitlines()) == 1 + len(summary.POOLED_METRICS)
+    code, _, stderr = ecntune_cli("eval-table", *folders, "--forest", str(forest))
+    assert code == 2
+    assert "--forest draw what --pool AGENT pools" in stderr
+    code, _, stderr = ecntune_cli("eval-table", *folders, "--pool", "pet:g01l0")
+    assert code == 2
+    assert "pet:g01l0: pooling needs two mixes or more, it ran on 1" in stderr
