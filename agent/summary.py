@@ -242,6 +242,8 @@ def pooled(judged: Sequence[Judged], agents: Sequence[str]) -> list[Pooled]:
 
 
 def pooled_markdown(pools: Sequence[Pooled]) -> str:
+    """One row per agent: its pooled difference and interval on every metric, as docs/results
+    quotes them."""
     header = ["agent", "mixes", *POOLED_METRICS.values()]
     rows = []
     for agent in dict.fromkeys(p.agent for p in pools):
@@ -264,12 +266,15 @@ def forest(path: Path, judged: Sequence[Judged], pools: Sequence[Pooled]) -> Non
     a row per (agent, mix), the pooled estimate as a diamond under each agent's mixes."""
     plt = pyplot()
     agents = list(dict.fromkeys(p.agent for p in pools))
+    words = [j.folder.name.split("-") for j in judged]
+    same = 0  # the words every folder's name starts with ("star8-20ms-cubic-") say nothing
+    while len(words) > 1 and all(len(w) > same + 1 and w[same] == words[0][same] for w in words):
+        same += 1
+    short = {j.folder: "-".join(w[same:]) for j, w in zip(judged, words, strict=True)}
     rows: list[tuple[str, int, Judged | None]] = []  # label, agent's colour, mix (None: pool)
     for i, agent in enumerate(agents):
         mixes = [j for j in judged if agent in j.vs_best]
-        rows += [
-            (f"{agent} {j.folder.name.removeprefix('star8-20ms-cubic-')}", i, j) for j in mixes
-        ]
+        rows += [(f"{agent} {short[j.folder]}", i, j) for j in mixes]
         rows.append((f"{agent} pooled ({len(mixes)} mixes)", i, None))
     n = len(POOLED_METRICS)
     fig, axes = plt.subplots(1, n, sharey=True, figsize=(3.2 * n, 0.9 + 0.26 * len(rows)))
