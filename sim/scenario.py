@@ -707,3 +707,25 @@ MIXES["star8-20ms-cubic-sixteenth-heldout"] = (
     scenario("leafspine-2x4", "alistorage", 0.755, 4, transport="cubic_ecn",
              link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.165, incast_from_s=3.475),
 )  # fmt: skip
+# A seventeenth held-out mix, fixed on 2026-12-07 (17:27 UTC) after the sixteenth's verdict
+# and before anything ran on it, for the deployed agents alone (docs/results "A seventeenth
+# mix"): one more blind mix declared before the pooled estimate over every blind mix sees it.
+# Loads none of the mixes above uses, 32.5-84.5 % (a load step 51.5 -> 79.5 % on a quiet
+# FB-Hadoop), periods and starts none uses, WebSearch switching to AliStorage under a storm,
+# WebSearch on the leaf-spine. Judged on 200 episodes per scenario, seeds from 350 000.
+MIXES["star8-20ms-cubic-seventeenth-train"] = MIXES["star8-20ms-cubic-fresh-train"]
+MIXES["star8-20ms-cubic-seventeenth-heldout"] = (
+    scenario("star8-20ms", "websearch", 0.325, 4, transport="cubic_ecn", incast_period_s=0.645,
+             incast_from_s=3.275),
+    scenario("star8-20ms", "alistorage", 0.465, 6, transport="cubic_ecn", incast_period_s=0.135,
+             incast_from_s=0.675),
+    scenario("star8-20ms", "fb_hadoop", 0.515, 0, transport="cubic_ecn", load_to=0.795),
+    scenario("star8-20ms", "websearch", 0.575, 5, transport="cubic_ecn", switch_to="alistorage",
+             incast_period_s=0.665, incast_from_s=3.225),
+    scenario("star8-20ms", "fb_hadoop", 0.655, 4, transport="cubic_ecn", incast_period_s=0.195,
+             incast_from_s=0.725),
+    scenario("star8-20ms", "alistorage", 0.845, 6, transport="cubic_ecn", incast_period_s=0.685,
+             incast_from_s=0.775),
+    scenario("leafspine-2x4", "websearch", 0.715, 6, transport="cubic_ecn",
+             link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.125, incast_from_s=3.175),
+)  # fmt: skip
