@@ -685,7 +685,7 @@ MIXES["star8-20ms-cubic-fifteenth-heldout"] = (
     scenario("leafspine-2x4", "websearch", 0.725, 5, transport="cubic_ecn",
              link_delay_s=STAR8_20MS_LINK_S, incast_period_s=0.175, incast_from_s=3.45),
 )  # fmt: skip
-# A sixteenth held-out mix, fixed on 2026-12-07 (16:30 UTC) after the fifteenth's verdict,
+# A sixteenth held-out mix, fixed on 2026-12-07 (16:29 UTC) after the fifteenth's verdict,
 # while PET trained with ten PPO epochs per round (docs/results "A sixteenth mix"), and
 # before anything ran on it: loads none of the mixes above uses, 31.5-81.5 % (a load step
 # 49.5 -> 77.5 % on a quiet AliStorage), periods and starts none uses, AliStorage switching
