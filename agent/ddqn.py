@@ -55,7 +55,7 @@ FORMAT = "ecntune-ddqn/1"
 # The ACC seed the project deploys: `g01l4` of docs/results ("A ninth mix"), trained for the
 # demo's fabric (star8-20ms: 20 Mbit/s, 20.5 ms RTT) with the hosts its emulation runs
 # (cubic, classic ECN), chosen among five seeds on the training mix, and the agent that beat
-# the simulator's single best static on seven of eight blind mixes; "acc:default" names it.
+# the simulator's single best static on eight of nine blind mixes; "acc:default" names it.
 # The one before it (seed 0 of "Agents trained with the emulation's hosts") is
 # acc-star8-20ms-cubic.
 DEFAULT_CHECKPOINT = (
