@@ -25,6 +25,7 @@ read off its bootstrap CI. `forest` draws it.
 from __future__ import annotations
 
 import csv
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,19 +57,23 @@ class Judged:
     scenarios: list[str]
     single_best: str
     vs_best: dict[str, dict[str, Comparison]]  # agent -> metric -> against the single best
-    verdicts: dict[str, str]  # agent -> report.verdict against the single best static
     vs_frozen: dict[str, float]  # agent -> mice mean slowdown vs its own frozen setting
     all_mean: dict[str, float]  # agent -> all-flow mean slowdown (mean over scenarios)
 
-    @property
+    @functools.cached_property
     def mice_rel(self) -> dict[str, float]:
         """agent -> mice mean slowdown against the single best static."""
         return {a: c["mice_mean"].rel for a, c in self.vs_best.items()}
 
-    @property
+    @functools.cached_property
     def p99_rel(self) -> dict[str, float]:
         """agent -> mice p99 FCT against the single best static."""
         return {a: c["mice_p99_fct"].rel for a, c in self.vs_best.items()}
+
+    @functools.cached_property
+    def verdicts(self) -> dict[str, str]:
+        """agent -> report.verdict against the single best static."""
+        return {a: verdict(list(c.values())) for a, c in self.vs_best.items()}
 
     def families(self) -> list[str]:
         """Agent kinds in order of appearance."""
@@ -115,7 +120,6 @@ def read(folder: Path) -> Judged:
         scenarios=scenarios,
         single_best=single_best,
         vs_best={a: comparisons[a, single_best] for a in agents},
-        verdicts={a: verdict(list(comparisons[a, single_best].values())) for a in agents},
         vs_frozen={
             a: comparisons[a, frozen[a]]["mice_mean"].rel
             for a in agents

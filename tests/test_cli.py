@@ -208,7 +208,7 @@ def test_train_takes_a_feature_set_and_a_listed_template_and_the_checkpoint_keep
     agent sees the deepest queue and picks only among the listed settings, after loading
     too, and its checkpoint keeps the λ, the clip and the epochs it trained with; a listed
     template beside grid options, a setting that is none, a λ for ACC or outside [0, 1], or
-    a clip or epochs for ACC, or no epochs at all, is refused before anything trains. The run trains
+    a clip or epochs for ACC, or zero epochs, is refused before anything trains. The run trains
     on the tail-leaning reward, mice-slowdown-squared, and the checkpoint says so."""
     from ecntune.agent import ippo
     from ecntune.agent.nets import load_checkpoint
