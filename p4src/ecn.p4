@@ -339,22 +339,26 @@ control EcnEgress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     // `if` between the read and the write would split them, and an ingress increment
     // landing in between would be lost).
     //
-    // A packet that leaves an empty queue (deq_qdepth counts the packets left) sees nothing
-    // behind it and resynchronises the estimate, which tail drops in the traffic manager
-    // would otherwise inflate for ever. Exactly to zero if no packet was counted after it;
-    // else it keeps up to a frame for each of those: BMv2's ingress thread may have counted
-    // them and not yet enqueued them. (Zeroed outright, the next packet's bytes were lost at
-    // a burst's first departure, and every later packet of the burst saw one packet less
-    // behind it.)
+    // Every departure bounds the estimate, which tail drops in the traffic manager (counted
+    // at ingress, never dequeued) would otherwise inflate until the queue next drains: a
+    // storm that keeps a queue full kept it at several times the buffer. deq_qdepth counts
+    // the packets left behind this one, so what it sees behind it is at most that many
+    // frames (none when it leaves an empty queue), and what is still counted is at most a
+    // frame for each of those and for each packet counted after it that BMv2's ingress
+    // thread may not have enqueued yet. (The stored estimate keeps those: zeroed outright at
+    // an empty queue, the next packet's bytes were lost at a burst's first departure, and
+    // every later packet of the burst saw one packet less behind it.)
     action leave_queue(bit<32> port) {
         bit<32> counted;
         queue_bytes.read(queued, port);
         queue_counted.read(counted, port);
         queued = queued < sm.packet_length ? 32w0 : queued - sm.packet_length;
         bit<32> after = counted - meta.queue_seq;  // counted after this packet
-        bit<32> most = after > MAX_IN_INGRESS ? MAX_IN_INGRESS * MAX_FRAME_BYTES : after * MAX_FRAME_BYTES;
-        queue_bytes.write(port, sm.deq_qdepth == 0 && queued > most ? most : queued);
-        queued = sm.deq_qdepth == 0 ? 32w0 : queued;
+        bit<32> in_ingress = after > MAX_IN_INGRESS ? MAX_IN_INGRESS : after;
+        bit<32> behind = (bit<32>) sm.deq_qdepth * MAX_FRAME_BYTES;
+        bit<32> most = behind + in_ingress * MAX_FRAME_BYTES;
+        queue_bytes.write(port, queued > most ? most : queued);
+        queued = queued > behind ? behind : queued;
     }
 
     apply {

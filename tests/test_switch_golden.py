@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import random
+import re
 import struct
 import time
 import zlib
@@ -49,6 +50,9 @@ START_US = 1_000_000
 INTERVAL_US = 2_000
 NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
 DROPS = {reason: i for i, reason in enumerate(enc.DROP_REASONS)}  # drops counter index
+MAX_FRAME_BYTES = int(
+    re.search(r"MAX_FRAME_BYTES = (\d+);", (PROGRAM.source.parent / "headers.p4").read_text())[1]
+)
 
 
 @dataclass
@@ -109,10 +113,12 @@ def rig() -> Iterator[Rig]:
     switch.stop()
 
 
-def frame(src: int, dst: int, ecn: int = NOT_ECT, ttl: int = 64, udp: bool = False) -> bytes:
+def frame(
+    src: int, dst: int, ecn: int = NOT_ECT, ttl: int = 64, udp: bool = False, payload: int = 60
+) -> bytes:
     l4 = UDP(sport=4000 + src, dport=5000) if udp else TCP(sport=4000 + src, dport=80)
     ip = IP(src=HOSTS[src], dst=HOSTS.get(dst, f"10.9.9.{dst}"), tos=0x28 | ecn, ttl=ttl)
-    return bytes(Ether(src=host_mac(HOSTS[src]), dst=port_mac(0, src)) / ip / l4 / bytes(60))
+    return bytes(Ether(src=host_mac(HOSTS[src]), dst=port_mac(0, src)) / ip / l4 / bytes(payload))
 
 
 def forwarded(original: bytes, port: int, mark: bool = False) -> bytes:
@@ -216,6 +222,28 @@ def test_tail_drops_inflate_the_queue_estimate_only_until_the_queue_next_drains(
     marks = [Ether(g)[IP].tos & 3 for g in rig.drain()[2]]
     assert marks == [CE, CE, ECT0]  # what is really behind each, nothing stale
     assert estimate[2] == 0
+
+
+def test_a_queue_kept_full_marks_and_reports_only_the_frames_left_behind(rig):
+    """Tail-dropped bytes stay in `queue_bytes` until the queue drains, and a storm can keep
+    a queue full for seconds: every departure bounds what it sees behind it by deq_qdepth
+    frames, so neither the marking nor the telemetry ever sees more than the buffer holds
+    (p4src/README.md, "Queue occupancy in bytes")."""
+    big = frame(1, 2, ECT0, payload=1400)
+    size = len(big)
+    set_thresholds(
+        rig, 2, enc.encode_thresholds(kmin_bytes=4 * size, kmax_bytes=4 * size, pmax=1.0)
+    )
+    rig.switch.tm.set_depth(4, 2)
+    for _ in range(10):
+        rig.send(1, big)
+    out = rig.drain()[2]
+    assert len(out) == 4  # six tail-dropped, still counted in the estimate (9 frames at first)
+    # 3, 2, 1 and 0 frames were really behind them: all under the 4-frame step
+    assert [Ether(g)[IP].tos & 3 for g in out] == [ECT0] * 4
+    registers = rig.switch.program.registers
+    assert 3 * size <= registers["tel_qdepth_max"].values[2] <= 3 * MAX_FRAME_BYTES
+    assert registers["queue_bytes"].values[2] == 6 * size  # kept: BMv2 may not have enqueued them
 
 
 def test_the_telemetry_digest_counts_packets_marks_and_bytes_per_port(rig):

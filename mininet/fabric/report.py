@@ -262,9 +262,10 @@ def check_marking(
     queue above kmax if the switch itself held more than kmax + slack around then.
 
     With `buffer_bytes` (the port's buffer limit), a probe that saw the buffer full (within
-    the slack) means tail drops, which inflate ecn.p4's byte estimate until the queue next
-    runs empty (p4src/ecn.p4 `leave_queue`, BMv2 alike): marks below kmin from then until a
-    probe sees the queue empty are counted apart, not as violations."""
+    the slack) means tail drops, whose bytes ecn.p4's estimate keeps until the queue next
+    runs empty, each departure seeing at most a full frame per packet behind it (p4src/ecn.p4
+    `leave_queue`, BMv2 alike: small frames can look larger): marks below kmin from then
+    until a probe sees the queue empty are counted apart, not as violations."""
     probe = probe_queue(phase)
     if not probe:
         raise ValueError(f"{phase.name} has no probes to check marking with")
