@@ -3,7 +3,7 @@ over demo runs (issue 16: under 2 %), with a 95 % CI from a bootstrap over runs:
 timeouts come together, so runs, not flows, are the independent samples.
 
 Runs whose records are gone are read back from an earlier `runs.csv` (`--kept`); new runs'
-directories are added under a batch name. Beside the pooled share per batch and over all,
+directories are added under a batch name. Beside the pooled share per batch,
 `summary.csv` gives the dispersion test (are the runs' counts more scattered than binomial
 draws at the pooled rate, i.e. do some runs differ in kind?) and the chance that a single
 run of that many mice reaches 2 % by chance alone at the pooled rate.
@@ -77,11 +77,13 @@ def main() -> None:
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
     runs = (kept_runs(args.kept) if args.kept else []) + new_runs(args.dirs, args.batch)
+    args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "runs.csv").open("w", newline="") as f:
         out = csv.writer(f)
         out.writerow(["run", "batch", "mice", "mice_with_rto", "share"])
         out.writerows([*r, f"{r[3] / r[2]:.4f}"] for r in runs)
-    batches = {r[1]: [s for s in runs if s[1] == r[1]] for r in runs} | {"all": runs}
+    # per batch only: a batch is one program and one way of running it
+    batches = {r[1]: [s for s in runs if s[1] == r[1]] for r in runs}
     with (args.out / "summary.csv").open("w", newline="") as f:
         out = csv.writer(f)
         out.writerow(
