@@ -47,6 +47,9 @@ def test_demo_options_that_contradict_each_other_are_refused(tmp_path, ecntune_c
     code, _, stderr = ecntune_cli("demo", "--load-to", "1.5", "--out", str(tmp_path / "d"))
     assert code == 2
     assert "loads in (0, 1]" in stderr
+    code, _, stderr = ecntune_cli("demo", "--queue-depth", "0", "--out", str(tmp_path / "d"))
+    assert code == 2
+    assert "--queue-depth is a number of packets" in stderr
     # an in-switch phase needs a tree, and a killed controller needs an in-switch phase
     code, _, stderr = ecntune_cli("demo", "--in-switch", "--out", str(tmp_path / "d"))
     assert code == 2

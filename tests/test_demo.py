@@ -15,6 +15,7 @@ import pytest
 
 from ecntune.fabric.cleanup import leftovers
 from ecntune.targets import free_port
+from ecntune.topology import MTU_BYTES
 from ecntune.traffic.records import SentRecord, read_records
 
 ECNTUNE = str(Path(sys.executable).with_name("ecntune"))
@@ -85,10 +86,13 @@ def test_demo_compares_static_ecn_with_the_agent(tmp_path: Path):
 @pytest.mark.timeout(300)
 def test_a_storm_demo_changes_the_traffic_halfway(tmp_path: Path):
     out = tmp_path / "storm"
-    run = subprocess.run(demo(out, "--storm", "--policy", "static:secn1"), capture_output=True,
-                         text=True, timeout=240)  # fmt: skip
+    run = subprocess.run(demo(out, "--storm", "--policy", "static:secn1", "--queue-depth", "100"),
+                         capture_output=True, text=True, timeout=240)  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     meta = json.loads((out / "static-secn1" / "scenario.json").read_text())
+    assert meta["queue_depth_pkts"] == 100  # the buffer the switches were given
+    thresholds = [json.loads(r) for r in (out / "static-secn1" / "telemetry.jsonl").open()]
+    assert {r["set_kmax"] for r in thresholds} == {100 * MTU_BYTES}  # SECN1's 200 KB, clamped
     incast = read_records((out / "static-secn1").glob("*.incast.jsonl"), SentRecord)
     senders = meta["roles"]["incast_senders"]
     assert len(senders) == len(meta["topology"]["hosts"]) - 2  # every other host

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ecntune.topology import MTU_BYTES, PRESETS
+from ecntune.topology import MTU_BYTES, PRESETS, QUEUE_PKTS
 from ecntune.traffic.workload import WORKLOADS
 
 # SECN1: the papers' preset; 2α..32α at pmax 0.2: the best static in hindsight for the demo's
@@ -58,6 +58,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"a phase's control policy, repeatable (default: {' then '.join(DEFAULT_POLICIES)})",
     )
     p.add_argument("--workload", choices=WORKLOADS, default="websearch")
+    p.add_argument(
+        "--queue-depth", type=int, default=QUEUE_PKTS, metavar="PKTS",
+        help=f"every egress buffer, packets (default {QUEUE_PKTS}: BMv2's, and the buffer the "
+        "simulator trained the shipped agents with); thresholds above it are clamped to it",
+    )  # fmt: skip
     change = p.add_argument_group(
         "traffic that changes halfway through each phase (default: --storm N with N from "
         "--incast; the report compares every port's thresholds before and after it)"
@@ -154,6 +159,9 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.steady and named:
         print("ecntune demo: --steady names no change; drop it or the change", file=sys.stderr)
         return 2
+    if args.queue_depth < 1:
+        print("ecntune demo: --queue-depth is a number of packets, 1 or more", file=sys.stderr)
+        return 2
     others = len(hosts) - 2  # every host but the receiver and the prober
     storm = args.storm if named or args.steady else args.incast  # the default change
     degree = min((storm or others) if storm is not None else args.incast, others)
@@ -185,7 +193,9 @@ def run_demo(args: argparse.Namespace) -> int:
               "thresholds would freeze)", file=sys.stderr)  # fmt: skip
         return 2
 
-    options = FabricOptions(switch=args.target, workdir=out / "switches")
+    options = FabricOptions(
+        switch=args.target, workdir=out / "switches", queue_depth_pkts=args.queue_depth
+    )
     buffer_bytes = options.queue_depth_pkts * MTU_BYTES  # kmax never beyond what a queue holds
 
     def plane(policy: str):
