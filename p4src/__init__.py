@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,13 @@ class Program:
 
     def manifest(self) -> dict:
         return json.loads(self.manifest_path.read_text())
+
+    def constants(self) -> dict[str, int]:
+        """The sources' numeric `const bit<N> NAME = V;`, for checks that the Python side
+        counts with the same numbers as the data plane."""
+        text = "".join(p.read_text() for p in self.sources())
+        found = re.finditer(r"const bit<\d+>\s+(\w+)\s*=\s*(\w+);", text)
+        return {m[1]: int(m[2], 0) for m in found}
 
     def stale(self) -> list[str]:
         """Why the committed artifacts do not match the sources (empty when they do)."""

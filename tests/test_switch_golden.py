@@ -17,7 +17,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import random
-import re
 import struct
 import time
 import zlib
@@ -50,9 +49,7 @@ START_US = 1_000_000
 INTERVAL_US = 2_000
 NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
 DROPS = {reason: i for i, reason in enumerate(enc.DROP_REASONS)}  # drops counter index
-MAX_FRAME_BYTES = int(
-    re.search(r"MAX_FRAME_BYTES = (\d+);", (PROGRAM.source.parent / "headers.p4").read_text())[1]
-)
+MAX_FRAME_BYTES = PROGRAM.constants()["MAX_FRAME_BYTES"]
 
 
 @dataclass

@@ -29,12 +29,11 @@ Run = tuple[str, str, int, int]  # name, batch, mice, mice with an RTO
 
 
 def kept_runs(path: Path) -> list[Run]:
-    """The per-run rows of an earlier runs.csv (older files have no batch: 2026-12-02's)."""
+    """The rows of an earlier runs.csv."""
     with path.open() as f:
         return [
-            (r["run"], r.get("batch") or "2026-12-02", int(r["mice"]), int(r["mice_with_rto"]))
+            (r["run"], r["batch"], int(r["mice"]), int(r["mice_with_rto"]))
             for r in csv.DictReader(f)
-            if r["mice_with_rto"] and not r["run"].startswith(("pooled", "ci95"))
         ]
 
 
@@ -45,10 +44,14 @@ def new_runs(dirs: list[Path], batch: str) -> list[Run]:
     ]
 
 
+def counts(runs: list[Run]) -> tuple[np.ndarray, np.ndarray]:
+    """(mice, mice with an RTO) per run."""
+    return np.array([r[2] for r in runs], float), np.array([r[3] for r in runs], float)
+
+
 def pooled(runs: list[Run], draws: int = 10_000) -> tuple[float, float, float]:
     """Pooled share and its bootstrap-over-runs 95 % interval."""
-    n = np.array([r[2] for r in runs])
-    k = np.array([r[3] for r in runs])
+    n, k = counts(runs)
     pick = np.random.default_rng(0).integers(0, len(runs), (draws, len(runs)))
     low, high = np.percentile(k[pick].sum(1) / n[pick].sum(1), [2.5, 97.5])
     return float(k.sum() / n.sum()), float(low), float(high)
@@ -57,8 +60,7 @@ def pooled(runs: list[Run], draws: int = 10_000) -> tuple[float, float, float]:
 def dispersion(runs: list[Run]) -> tuple[float, int, float]:
     """Pearson's χ² of the runs' counts against binomial draws at the pooled rate:
     (statistic, degrees of freedom, p that chance alone scatters them this much or more)."""
-    n = np.array([r[2] for r in runs], float)
-    k = np.array([r[3] for r in runs], float)
+    n, k = counts(runs)
     p = k.sum() / n.sum()
     chi2 = float(((k - n * p) ** 2 / (n * p * (1 - p))).sum())
     return chi2, len(runs) - 1, float(stats.chi2.sf(chi2, len(runs) - 1))
