@@ -5,8 +5,8 @@ switch on n veth pairs (n = 1, 8, 32) while a sender process keeps every port bu
 every interval brings a digest per port. Per tick, the controller's own timings
 (`SwitchRunner.timings`):
 
-- decide: `SwitchLoop.tick` (history, the compiled decision, clamp, reward, guard,
-  register encoding);
+- decide: `SwitchLoop.decide` (history, the compiled decision, clamp, register encoding;
+  the reward, guard and log rows follow the write, in `SwitchLoop.settle`);
 - applied: from the tick's start until the switch acknowledged the RegisterEntry writes,
   i.e. the new thresholds are in the data plane (P4Runtime Write returns once applied);
 - digest_to_applied: from the newest digest's arrival until then, which includes waiting
@@ -14,7 +14,8 @@ every interval brings a digest per port. Per tick, the controller's own timings
 
 Policies side by side in one run: the shipped ACC agent, and as the reference a static
 policy that alternates between two settings so that, like a busy agent, it writes every
-port on every tick without any inference; and that static policy again on a switch that
+port on every tick without any inference (three registers of each port's four: the two
+settings share their pmax); and that static policy again on a switch that
 applies a Write's updates one per hold of its lock (`--write-slice-ms 0`, as before slices:
 `slices_vs_one_update_per_lock` < 1 is what the slices gain); and the static policy on a
 switch running its Python data plane (`--dataplane python`) instead of the native one

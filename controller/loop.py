@@ -13,7 +13,9 @@ are written as always, and `Decision.in_switch` tells app.py when to install or 
 tables.
 
 No I/O happens here: app.py feeds digests in and writes what `tick` returns, so this
-logic is tested without a switch.
+logic is tested without a switch. A tick is `decide` (what to write) then `settle` (the
+interval's reward, the guard's verdict, learning, the log's rows): app.py writes between
+the two, so the rest of the interval's bookkeeping does not delay the thresholds.
 """
 
 from __future__ import annotations
@@ -66,6 +68,26 @@ class Decision:
     rows: list[dict[str, Any]]
     reward: float | None
     in_switch: bool = False  # the switch's own table decides (app.py keeps it installed)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A tick decided but not yet settled (`SwitchLoop.decide`): what to write, and what
+    `settle` needs for the interval's reward and rows (each port's telemetry and setting as
+    the decision left them: digests arriving during the write may change the port's state)."""
+
+    now: float
+    writes: list[tuple[int, enc.EcnRegisters]]
+    # what the written ports held before, where the last write set it (not after a rewrite
+    # or a switch's own decision): a register write may leave the unchanged registers be
+    held: dict[int, enc.EcnRegisters]
+    in_switch: bool
+    latest: PortTelemetry  # this interval, fields of shape (ports,)
+    history: PortTelemetry  # the k intervals the policy saw
+    learns: bool  # the agent decided and learns online from this interval
+    control: dict[str, Any]  # who decided, the guard's mode and its changes
+    # per port: its number, telemetry, setting written and rewrites so far
+    ports: list[tuple[int, PortTelemetry, enc.EcnRegisters | None, int]]
 
 
 def _sum(records: list[PortTelemetry]) -> PortTelemetry:
@@ -158,6 +180,14 @@ class SwitchLoop:
     # -- one decision for all ports ----------------------------------------------------------
 
     def tick(self, now: float) -> Decision:
+        """One interval's whole decision: `decide`, then `settle` (app.py writes between)."""
+        return self.settle(self.decide(now))
+
+    def decide(self, now: float) -> Pending:
+        """What to write this interval: history, the policy (or fallback), clamp, register
+        values. Only what the write needs, so the thresholds reach the switch sooner
+        (issue 20); the interval's reward, the guard's verdict and the rows follow in
+        `settle`, while the write is on its way."""
         latest: dict[int, PortTelemetry] = {}
         for port, s in self.ports.items():
             if s.arrived:
@@ -188,7 +218,8 @@ class SwitchLoop:
             th = clamp(self.fallback.act(history), self.buffer_bytes)
         # who decided this interval's setting, and the mode changes that led there (a bogus
         # digest may have benched the agent since the last tick): the rows carry both, so
-        # reports can say what ran. Changes the reward below causes show from the next tick.
+        # reports can say what ran. Changes the reward in `settle` causes show from the next
+        # tick.
         name = (self.policy if use_agent else self.fallback).name
         control = {
             "policy": f"{name} (in the switch)" if in_switch else name,
@@ -197,16 +228,7 @@ class SwitchLoop:
             "judged_by": self.judged_by,
         }
 
-        rewards, busy = (np.asarray(x) for x in _outcome(self.reward, stacked(now_stacked)))
-        reward = float(np.mean(rewards[busy])) if busy.any() else None
-        self.guard.record(reward)
-        if use_agent and not in_switch and isinstance(self.policy, LearningPolicy):
-            try:
-                self.policy.observe(history, rewards)
-            except Exception as e:
-                self.guard.fall_back(f"{self.switch}: {self.policy.name} failed to learn: {e}")
-
-        writes, rows = [], []
+        writes, held, ports = [], {}, []
         for i, (port, s) in enumerate(self.ports.items()):
             if th is None:  # the switch's own decision, as its telemetry reports it
                 t = latest[port]
@@ -217,9 +239,29 @@ class SwitchLoop:
                 due = now - s.written_at >= self.min_write_interval_s
                 if regs != s.written and due:
                     writes.append((port, regs))
+                    if s.written is not None:
+                        held[port] = s.written
                     s.written, s.written_at, s.confirmed, s.mismatches = regs, now, False, 0
-            rows.append(self._row(now, port, latest[port], s, float(rewards[i]), control))
-        return Decision(writes, rows, reward, in_switch)
+            ports.append((port, latest[port], s.written, s.rewrites))
+        learns = use_agent and not in_switch and isinstance(self.policy, LearningPolicy)
+        return Pending(now, writes, held, in_switch, now_stacked, history, learns, control, ports)
+
+    def settle(self, pending: Pending) -> Decision:
+        """The rest of `decide`'s interval: every port's reward, the guard's record of it
+        (which may bench the agent from the next tick), online learning, the log's rows."""
+        rewards, busy = (np.asarray(x) for x in _outcome(self.reward, stacked(pending.latest)))
+        reward = float(np.mean(rewards[busy])) if busy.any() else None
+        self.guard.record(reward)
+        if pending.learns:
+            try:
+                self.policy.observe(pending.history, rewards)
+            except Exception as e:
+                self.guard.fall_back(f"{self.switch}: {self.policy.name} failed to learn: {e}")
+        rows = [
+            self._row(pending.now, port, t, written, rewrites, float(r), pending.control)
+            for (port, t, written, rewrites), r in zip(pending.ports, rewards, strict=True)
+        ]
+        return Decision(pending.writes, rows, reward, pending.in_switch)
 
     def current(self) -> list[tuple[int, enc.EcnRegisters]]:
         """What every port should hold now (re-sent after a switch restart)."""
@@ -274,19 +316,19 @@ class SwitchLoop:
         now: float,
         port: int,
         t: PortTelemetry,
-        s: PortState,
+        written: enc.EcnRegisters | None,
+        rewrites: int,
         reward: float,
         control: dict[str, Any],
     ) -> dict[str, Any]:
         row = {"t": now, "switch": self.switch, "port": port}
-        row.update({k: float(v) for k, v in t._asdict().items()})
-        w = s.written
+        row.update(zip(PortTelemetry._fields, map(float, t), strict=True))
         row.update(
             **control,
-            rewrites=s.rewrites,
+            rewrites=rewrites,
             reward=reward,
-            set_kmin=w.kmin if w else None,
-            set_kmax=w.kmax if w else None,
-            set_pmax=w.pmax_bp / enc.PMAX_SCALE if w else None,
+            set_kmin=written.kmin if written else None,
+            set_kmax=written.kmax if written else None,
+            set_pmax=written.pmax_bp / enc.PMAX_SCALE if written else None,
         )
         return row

@@ -198,7 +198,9 @@ def test_a_write_that_never_shows_in_telemetry_is_rewritten(caplog):
     port, regs = loop.tick(0.0).writes[0]
     for _ in range(4):
         loop.on_digest(digest(port))  # still the old (zero) setting
-    d = loop.tick(0.1)
+    pending = loop.decide(0.1)
+    assert port not in pending.held  # what the switch holds is unknown: every register
+    d = loop.settle(pending)
     assert d.writes[0] == (port, regs)
     assert "not in effect" in caplog.text
     assert [r["rewrites"] for r in d.rows] == [1, 0]  # rows count them per port, for reports
@@ -399,3 +401,30 @@ def test_register_updates_are_the_messages_finsy_would_build():
     ours = register_updates(schema, writes)
     assert len(ours) == 4 * len(writes)
     assert [u.SerializeToString() for u in ours] == [u.SerializeToString() for u in finsys]
+
+
+def test_a_port_whose_setting_is_known_gets_only_its_changed_registers():
+    """decide says what each written port held before (from the last write, never after a
+    rewrite), and register_updates leaves the registers that keep their value be."""
+    import finsy as fy
+
+    from ecntune.controller.app import register_updates
+    from ecntune.p4src import PROGRAM
+
+    policy = Scripted(agent_out(3000, 30000, 0.1))
+    loop = make_loop(policy)
+    first = loop.decide(0.0)
+    assert first.held == {}  # nothing written yet: every register of every port
+    loop.settle(first)
+    policy.out = agent_out(6000, 60000, 0.1)
+    second = loop.decide(0.1)
+    old, new = first.writes[0][1], second.writes[0][1]
+    assert second.held == {1: old, 2: old}
+    schema = fy.P4Schema(PROGRAM.p4info_path)
+    pmax_id = schema.registers[enc.REGISTER_PMAX].id
+    diffed = register_updates(schema, second.writes, second.held)
+    assert old.pmax_bp == new.pmax_bp
+    assert len(diffed) == 3 * 2  # kmin, kmax, slope of both ports
+    assert pmax_id not in {u.entity.register_entry.register_id for u in diffed}
+    full = register_updates(schema, second.writes)
+    assert [u for u in full if u.entity.register_entry.register_id != pmax_id] == diffed
