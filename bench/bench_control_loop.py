@@ -9,8 +9,12 @@ every interval brings a digest per port. Per tick, the controller's own timings
   the reward, guard and log rows follow the write, in `SwitchLoop.settle`);
 - applied: from the tick's start until the switch acknowledged the RegisterEntry writes,
   i.e. the new thresholds are in the data plane (P4Runtime Write returns once applied);
-- digest_to_applied: from the newest digest's arrival until then, which includes waiting
-  for the tick (ticks are periodic, ACC §4: one decision per interval).
+- digest_to_applied: from the arrival of the newest digest the tick saw until then, which
+  includes waiting for the tick (ticks are periodic, ACC §4: one decision per interval);
+- applied without a digest during: the ticks in which no digest list arrived. The switch
+  closes each port's telemetry interval on that port's own packets, so lists arrive at
+  every phase of the tick; one arriving mid-tick (its sending in the switch, its decoding
+  in the controller) delays the write, and these ticks make the tail.
 
 Policies side by side in one run: the shipped ACC agent, and as the reference a static
 policy that alternates between two settings so that, like a busy agent, it writes every
@@ -117,6 +121,7 @@ def measure(n_ports: int, policy: object, switch_args: tuple[str, ...] = ()) -> 
         rig.close()
     written = [t for t in timings if t.ports_written]
     applied = [t.applied_s for t in written]
+    clear = [t.applied_s for t in written if not t.digest_during]
     return {
         "ticks": len(timings),
         "ticks_writing": len(written),
@@ -125,6 +130,9 @@ def measure(n_ports: int, policy: object, switch_args: tuple[str, ...] = ()) -> 
         "decide_p99_ms": round(pct([t.decide_s for t in timings], 99), 3),
         "applied_p50_ms": round(pct(applied, 50), 3),
         "applied_p99_ms": round(pct(applied, 99), 3),
+        "ticks_with_a_digest_during": len(written) - len(clear),
+        "applied_without_a_digest_during_p50_ms": round(pct(clear, 50), 3),
+        "applied_without_a_digest_during_p99_ms": round(pct(clear, 99), 3),
         "digest_to_applied_p50_ms": round(
             pct([t.digest_age_s + t.applied_s for t in written], 50), 3
         ),

@@ -78,6 +78,9 @@ class TickTiming(NamedTuple):
     applied_s: float  # from the tick's start until the switch acknowledged its writes
     ports_written: int
     digest_age_s: float  # from the newest digest received to the tick's start
+    # a digest list arrived while the tick decided and wrote: its decoding, and the switch
+    # sending it, delay the write (bench/bench_control_loop.py reports these ticks apart)
+    digest_during: bool
 
 
 TIMINGS_KEPT = 10_000
@@ -317,7 +320,7 @@ class Ticker:
         while True:
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
             next_at = max(next_at + interval, time.monotonic())
-            start = time.perf_counter()
+            start, digest_at = time.perf_counter(), r.digests.last_at
             pending = r.loop.decide(time.time())
             decided = time.perf_counter()
             await r.table.follow(sw, pending.in_switch)
@@ -325,7 +328,7 @@ class Ticker:
             self.timings.append(
                 TickTiming(
                     decided - start, time.perf_counter() - start, len(pending.writes),
-                    start - r.digests.last_at,
+                    start - digest_at, r.digests.last_at != digest_at,
                 )
             )  # fmt: skip
             r.log.write(r.loop.settle(pending).rows)  # reward, guard, rows: after the write
