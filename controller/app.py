@@ -198,10 +198,11 @@ class DigestReader:
     def __init__(self, loop: SwitchLoop, stream: Stream) -> None:
         self.loop, self.stream = loop, stream
         self.last_at = math.nan  # perf_counter of the newest digest list
+        self.lists = 0  # digest lists received
 
     async def run(self, sw: fy.Switch) -> None:
         async for digest_list in sw.read_digests(enc.DIGEST):
-            self.last_at = time.perf_counter()
+            self.last_at, self.lists = time.perf_counter(), self.lists + 1
             for sample in digest_list:
                 self.loop.on_digest(sample)
             await self.stream.send(sw, [digest_list.ack()])
@@ -320,7 +321,7 @@ class Ticker:
         while True:
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
             next_at = max(next_at + interval, time.monotonic())
-            start, digest_at = time.perf_counter(), r.digests.last_at
+            start, digest_at, lists = time.perf_counter(), r.digests.last_at, r.digests.lists
             pending = r.loop.decide(time.time())
             decided = time.perf_counter()
             await r.table.follow(sw, pending.in_switch)
@@ -328,7 +329,7 @@ class Ticker:
             self.timings.append(
                 TickTiming(
                     decided - start, time.perf_counter() - start, len(pending.writes),
-                    start - digest_at, r.digests.last_at != digest_at,
+                    start - digest_at, r.digests.lists > lists,
                 )
             )  # fmt: skip
             r.log.write(r.loop.settle(pending).rows)  # reward, guard, rows: after the write
