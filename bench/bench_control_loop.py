@@ -9,12 +9,24 @@ every interval brings a digest per port. Per tick, the controller's own timings
   the reward, guard and log rows follow the write, in `SwitchLoop.settle`);
 - applied: from the tick's start until the switch acknowledged the RegisterEntry writes,
   i.e. the new thresholds are in the data plane (P4Runtime Write returns once applied);
-- digest_to_applied: from the arrival of the newest digest the tick saw until then, which
-  includes waiting for the tick (ticks are periodic, ACC §4: one decision per interval);
+- digest_to_applied: from the arrival of the newest digest list the tick saw until then.
+  The switch sends a list every half interval and a tick starts when the first list at
+  least 0.9 interval after the last tick arrives (controller/app.py `Ticker`; ACC §4: one
+  decision per interval), so this is about `applied`. A port's sample waited for its list
+  in the switch (up to half an interval) and, in the list that started no tick, half an
+  interval more in the controller, which no timing here includes. Before 2026-12-08 the
+  ticker kept its own clock, lists went a millisecond after each port's interval closed,
+  and a sample waited up to one interval for the tick, which digest_to_applied included;
 - applied without a digest during: the ticks in which no digest list arrived. The switch
-  closes each port's telemetry interval on that port's own packets, so lists arrive at
-  every phase of the tick; one arriving mid-tick (its sending in the switch, its decoding
-  in the controller) delays the write, and these ticks make the tail.
+  closes each port's telemetry interval on that port's own packets; lists sent as those
+  closed arrived at every phase of a tick on its own clock, and one arriving mid-tick (its
+  sending in the switch, its decoding in the controller) delayed the write: those ticks
+  made the tail. With ticks started by lists half an interval apart, few such are left;
+- ticks_per_s, lists_per_tick and idle_ticks: decisions made (a little less than one per
+  interval: a list goes half an interval after its first sample, which may come up to 5
+  ms after the last list went, as this bench's sender sends every port's frame at once
+  every 5 ms), digest lists per decision (about two), and ticks that no list started
+  (the ticker's idle timeout; with every port busy there should be none).
 
 Policies side by side in one run: the shipped ACC agent, and as the reference a static
 policy that alternates between two settings so that, like a busy agent, it writes every
@@ -110,9 +122,10 @@ def measure(n_ports: int, policy: object, switch_args: tuple[str, ...] = ()) -> 
                 while np.isnan(runner.digests.last_at) and time.monotonic() < deadline:
                     time.sleep(0.05)  # until the traffic's first digest
                 time.sleep(5 * INTERVAL_S)
-                skip = len(runner.timings)
+                skip, lists_from = len(runner.timings), runner.digests.lists
                 time.sleep(RUN_S)
                 timings: list[TickTiming] = list(runner.timings)[skip:]
+                lists = runner.digests.lists - lists_from
             finally:
                 stop.set()
                 sender.join(5)
@@ -124,6 +137,9 @@ def measure(n_ports: int, policy: object, switch_args: tuple[str, ...] = ()) -> 
     clear = [t.applied_s for t in written if not t.digest_during]
     return {
         "ticks": len(timings),
+        "ticks_per_s": round(len(timings) / RUN_S, 1),
+        "lists_per_tick": round(lists / len(timings), 2) if timings else None,
+        "idle_ticks": sum(not t.by_list for t in timings),
         "ticks_writing": len(written),
         "ports_written_median": statistics.median([t.ports_written for t in written] or [0]),
         "decide_p50_ms": round(pct([t.decide_s for t in timings], 50), 3),

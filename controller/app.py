@@ -6,9 +6,10 @@ around the pure loop: `resume_policy` (the configured policy or this switch's ch
 `program` (forwarding from the topology, telemetry interval, digest subscription),
 `DigestReader` and `PacketReader` (the two streams in), `ThresholdWriter` (RegisterEntry
 where the target implements it, an OP_SET_ECN PacketOut otherwise, as on BMv2; `write_path:
-auto` finds out with the first write) and `Ticker` (one decision per interval, timed, and
-learning agents checkpointed). Every time a switch becomes ready — first start, or after
-it restarted — it is programmed again and given the thresholds the loop last decided."""
+auto` finds out with the first write) and `Ticker` (one decision per interval, when the
+switch's digest list for it arrives; timed, and learning agents checkpointed). Every time a
+switch becomes ready — first start, or after it restarted — it is programmed again and
+given the thresholds the loop last decided."""
 
 from __future__ import annotations
 
@@ -81,9 +82,22 @@ class TickTiming(NamedTuple):
     # a digest list arrived while the tick decided and wrote: its decoding, and the switch
     # sending it, delay the write (bench/bench_control_loop.py reports these ticks apart)
     digest_during: bool
+    by_list: bool  # a digest list started the tick (else no list came: Ticker's idle tick)
 
 
 TIMINGS_KEPT = 10_000
+# A tick starts at the first digest list this many intervals after the last tick began:
+# one decision per interval, lists coming every half interval, and a little slack so that
+# the second list after a tick starts the next one although the lists' timing wanders.
+TICK_SPACING_INTERVALS = 0.9
+# Without traffic no digest list comes: the ticker decides after twice the switch's list
+# period anyway (idle ports get the idle rule's thresholds, the guard keeps counting). The
+# period is the interval where the switch honours the digest timeout, longer where it does
+# not: PI (BMv2's P4Runtime server) sends a list every 100-200 ms whatever the timeout
+# (digest_mgr.cpp: min_max_timeout_ns, and a sample waits two sweeps). Ticking between its
+# lists would decide on no telemetry, as if every port were idle.
+IDLE_TICK_PERIODS = 2.0
+MAX_LIST_PERIOD_INTERVALS = 10  # a pause in the traffic is not the switch's list period
 
 
 # -- one small piece per concern; SwitchRunner only wires them to one finsy switch ------------
@@ -173,14 +187,16 @@ class Stream:
 
 
 async def program(sw: fy.Switch, config: ControllerConfig, stream: Stream) -> None:
-    """Forwarding from the topology, the telemetry interval and the digest subscription."""
+    """Forwarding from the topology, the telemetry interval and the digest subscription:
+    a digest list every half interval (the switch sends a list half an interval after its
+    first sample), every other one of which starts a tick (`Ticker`)."""
     await sw.delete_all()
     await sw.insert(forwarding_entities(config.topology, sw.name))
     await stream.send(sw, [control(enc.OP_SET_INTERVAL, enc.interval_payload(config.interval_s))])
     await sw.insert(
         [
             fy.P4DigestEntry(
-                enc.DIGEST, max_list_size=64, max_timeout_ns=1_000_000,
+                enc.DIGEST, max_list_size=64, max_timeout_ns=round(config.interval_s / 2 * 1e9),
                 ack_timeout_ns=1_000_000_000,
             )
         ]
@@ -198,13 +214,17 @@ class DigestReader:
     def __init__(self, loop: SwitchLoop, stream: Stream) -> None:
         self.loop, self.stream = loop, stream
         self.last_at = math.nan  # perf_counter of the newest digest list
+        self.gap_s = math.nan  # between the newest two lists
         self.lists = 0  # digest lists received
+        self.arrived = asyncio.Event()  # a list came since the ticker last looked
 
     async def run(self, sw: fy.Switch) -> None:
         async for digest_list in sw.read_digests(enc.DIGEST):
-            self.last_at, self.lists = time.perf_counter(), self.lists + 1
+            now = time.perf_counter()
+            self.gap_s, self.last_at, self.lists = now - self.last_at, now, self.lists + 1
             for sample in digest_list:
                 self.loop.on_digest(sample)
+            self.arrived.set()
             await self.stream.send(sw, [digest_list.ack()])
 
 
@@ -305,8 +325,19 @@ class SwitchTable:
 
 class Ticker:
     """One decision per interval: tick the loop, write what changed, log the rows, time it,
-    save a learning agent every `checkpoint_every` intervals. Intervals missed while busy
-    are skipped, not replayed."""
+    save a learning agent every `checkpoint_every` intervals.
+
+    A tick starts when a digest list arrives: `program` has the switch send a list every
+    half interval, and every other one (the first one an interval after the last tick
+    began) starts the next tick, so the decision comes right after telemetry arrived and
+    the next list is half an interval away while the tick decides and writes. With a clock
+    of its own the ticker met lists at every phase (the switch closes each port's interval
+    on that port's packets; lists went a millisecond after that), and a list's sending and
+    decoding in the middle of a tick made the write's tail (issue 20). How long a port's
+    sample waits for a decision is as before: up to half an interval in the switch, and up
+    to half an interval more in the controller if its list started no tick, where it waited
+    up to one interval for the tick's clock. Without traffic there are no digests, and the
+    ticker ticks after IDLE_TICK_PERIODS list periods without a list."""
 
     def __init__(
         self, runner: SwitchRunner, checkpoint: Path | None, checkpoint_every: int = 100
@@ -316,11 +347,10 @@ class Ticker:
 
     async def run(self, sw: fy.Switch) -> None:
         r = self.runner
-        interval = r.config.interval_s
-        next_at = time.monotonic() + interval
+        last = time.monotonic()
         while True:
-            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-            next_at = max(next_at + interval, time.monotonic())
+            by_list = await self._next_interval(last)
+            last = time.monotonic()
             start, digest_at, lists = time.perf_counter(), r.digests.last_at, r.digests.lists
             pending = r.loop.decide(time.time())
             decided = time.perf_counter()
@@ -329,11 +359,28 @@ class Ticker:
             self.timings.append(
                 TickTiming(
                     decided - start, time.perf_counter() - start, len(pending.writes),
-                    start - digest_at, r.digests.lists > lists,
+                    start - digest_at, r.digests.lists > lists, by_list,
                 )
             )  # fmt: skip
             r.log.write(r.loop.settle(pending).rows)  # reward, guard, rows: after the write
             self._save()
+
+    async def _next_interval(self, last: float) -> bool:
+        """Until the first digest list TICK_SPACING_INTERVALS after the last tick began
+        (one arriving sooner leaves its samples for this one), or IDLE_TICK_PERIODS list
+        periods after it without one; whether a list ended the wait."""
+        interval, digests = self.runner.config.interval_s, self.runner.digests
+        gap_s = min(digests.gap_s, MAX_LIST_PERIOD_INTERVALS * interval)  # min(nan, x) is nan
+        period = max(interval, gap_s) if math.isfinite(gap_s) else interval
+        idle_at = last + IDLE_TICK_PERIODS * period
+        while True:
+            try:
+                await asyncio.wait_for(digests.arrived.wait(), idle_at - time.monotonic())
+            except TimeoutError:
+                return False
+            digests.arrived.clear()
+            if time.monotonic() >= last + TICK_SPACING_INTERVALS * interval:
+                return True
 
     def _save(self) -> None:
         """Learning agents are saved (atomically, by their save) every `checkpoint_every`."""

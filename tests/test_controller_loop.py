@@ -2,6 +2,8 @@
 
 import asyncio
 import logging
+import math
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -428,3 +430,46 @@ def test_a_port_whose_setting_is_known_gets_only_its_changed_registers():
     assert pmax_id not in {u.entity.register_entry.register_id for u in diffed}
     full = register_updates(schema, second.writes)
     assert [u for u in full if u.entity.register_entry.register_id != pmax_id] == diffed
+
+
+def test_a_tick_waits_for_the_first_digest_list_an_interval_after_the_last():
+    """controller/app.py Ticker: the switch sends a list every half interval; one arriving
+    sooner than TICK_SPACING_INTERVALS after the last tick began leaves its samples for the
+    tick the next list starts. Without lists the ticker decides after two list periods: the
+    interval's, or a slower switch's (BMv2's server sends one per 100-200 ms), never more
+    than MAX_LIST_PERIOD_INTERVALS (a pause in the traffic is not the switch's period). Only
+    lower bounds on time: a busy machine runs timers late, never early."""
+    from ecntune.controller import app
+
+    def wait(interval_s: float, lists_at: tuple[float, ...], gap_s: float) -> tuple[bool, float]:
+        config = ControllerConfig(
+            topology=preset("tiny"), policy="static:secn1", interval_s=interval_s
+        )
+        r = runner(config)
+        r.digests.gap_s = gap_s
+
+        async def next_tick() -> tuple[bool, float]:
+            start = time.monotonic()
+            for at in lists_at:
+                asyncio.get_running_loop().call_later(at, r.digests.arrived.set)
+            by_list = await r.ticker._next_interval(start)
+            return by_list, time.monotonic() - start
+
+        return asyncio.run(next_tick())
+
+    # lists at half an interval and at one: the first starts no tick, the second does
+    by_list, took_s = wait(1.0, (0.5, 1.0), math.nan)
+    assert by_list
+    assert took_s >= 1.0
+    # no list: two intervals (no list period known yet)
+    by_list, took_s = wait(0.2, (), math.nan)
+    assert not by_list
+    assert took_s >= 2 * 0.2
+    # no list from a switch whose lists came 0.6 s apart: two of its periods
+    by_list, took_s = wait(0.2, (), 0.6)
+    assert not by_list
+    assert took_s >= 2 * 0.6
+    # a gap of minutes is a pause in the traffic: ten intervals count as the period
+    by_list, took_s = wait(0.05, (), 300.0)
+    assert not by_list
+    assert 2 * app.MAX_LIST_PERIOD_INTERVALS * 0.05 <= took_s < 10.0
