@@ -328,9 +328,10 @@ class Ticker:
     save a learning agent every `checkpoint_every` intervals.
 
     A tick starts when a digest list arrives: `program` has the switch send a list every
-    half interval, and every other one (the first one an interval after the last tick
-    began) starts the next tick, so the decision comes right after telemetry arrived and
-    the next list is half an interval away while the tick decides and writes. With a clock
+    half interval, and the first one TICK_SPACING_INTERVALS after the last tick began
+    (about every other one) starts the next tick, so the decision comes right after
+    telemetry arrived and the next list is half an interval away while the tick decides
+    and writes. With a clock
     of its own the ticker met lists at every phase (the switch closes each port's interval
     on that port's packets; lists went a millisecond after that), and a list's sending and
     decoding in the middle of a tick made the write's tail (issue 20). How long a port's
