@@ -23,10 +23,10 @@ every interval brings a digest per port. Per tick, the controller's own timings
   sending in the switch, its decoding in the controller) delayed the write: those ticks
   made the tail. With ticks started by lists half an interval apart, few such are left;
 - ticks_per_s, lists_per_tick and idle_ticks: decisions made (a little less than one per
-  interval: a list goes half an interval after its first sample, which may come up to 5
-  ms after the last list went, as this bench's sender sends every port's frame at once
-  every 5 ms), digest lists per decision (about two), and ticks that no list started
-  (the ticker's idle timeout; with every port busy there should be none).
+  interval: the switch sends no list at a tick of its half-interval clock that has no
+  sample, and this bench's sender gives every port a frame at once every 5 ms, so the
+  ports' intervals close in bursts), digest lists per decision (about two), and ticks
+  that no list started (the ticker's idle timeout; with every port busy, none).
 
 Policies side by side in one run: the shipped ACC agent, and as the reference a static
 policy that alternates between two settings so that, like a busy agent, it writes every

@@ -2,14 +2,19 @@
 
 A digest is delivered only once the controller configured it (DigestEntry insert). Samples
 are batched into a DigestList of at most `max_list_size` samples (0 = no limit) and sent
-when the list is full or `max_timeout_ns` after its first sample. A sample equal to one
-already sent is suppressed until the controller acks the list that carried it, or until
-`ack_timeout_ns` passes: the controller is never flooded with data it already has.
+when the list is full or at the next tick of a `max_timeout_ns` clock (started by the
+digest's first sample) after its first sample: no sample waits longer than the timeout,
+as P4Runtime asks, and a steady stream of samples gets a list exactly every timeout, where
+timing each list from its own first sample let the lists drift later by the wait for that
+sample (the controller decides on the lists: controller/app.py `Ticker`). A sample equal
+to one already sent is suppressed until the controller acks the list that carried it, or
+until `ack_timeout_ns` passes: the controller is never flooded with data it already has.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,7 +34,8 @@ class DigestConfig:
 class _Pending:
     config: DigestConfig
     samples: list[Sample] = field(default_factory=list)
-    first_at: float = 0.0
+    due: float | None = None  # when the samples go: a tick of the timeout's clock
+    clock_at: float | None = None  # one tick of that clock (the first sample's time + timeout)
     unacked: dict[int, tuple[float, list[Sample]]] = field(default_factory=dict)
     filtered: dict[Sample, int] = field(default_factory=dict)  # sample -> list id carrying it
 
@@ -46,7 +52,8 @@ class DigestEngine:
         if config is None:
             self.pending.pop(learn_id, None)
         elif learn_id in self.pending:
-            self.pending[learn_id].config = config
+            p = self.pending[learn_id]
+            p.config, p.clock_at = config, None
         else:
             self.pending[learn_id] = _Pending(config)
 
@@ -62,7 +69,7 @@ class DigestEngine:
             self.suppressed += 1
             return
         if not p.samples:
-            p.first_at = now
+            p.due = self._next_tick(p, now)
         p.samples.append(sample)
         limit = p.config.max_list_size
         if (limit and len(p.samples) >= limit) or p.config.max_timeout_ns == 0:
@@ -72,12 +79,11 @@ class DigestEngine:
         """Send lists whose timeout passed, expire unacked lists; the next time to call again."""
         wake: float | None = None
         for learn_id, p in self.pending.items():
-            if p.samples:
-                due = p.first_at + p.config.max_timeout_ns / 1e9
-                if due <= now:
+            if p.samples and p.due is not None:
+                if p.due <= now:
                     self._flush(learn_id, p, now)
                 else:
-                    wake = due if wake is None else min(wake, due)
+                    wake = p.due if wake is None else min(wake, p.due)
             if p.config.ack_timeout_ns:
                 for list_id, (sent_at, samples) in list(p.unacked.items()):
                     expiry = sent_at + p.config.ack_timeout_ns / 1e9
@@ -86,6 +92,16 @@ class DigestEngine:
                     else:
                         wake = expiry if wake is None else min(wake, expiry)
         return wake
+
+    @staticmethod
+    def _next_tick(p: _Pending, now: float) -> float:
+        """The first tick of the digest's timeout clock after `now` (the clock starts one
+        timeout after the first sample ever; a new timeout restarts it)."""
+        timeout_s = p.config.max_timeout_ns / 1e9
+        if p.clock_at is None or timeout_s <= 0:
+            p.clock_at = now + timeout_s
+            return p.clock_at
+        return p.clock_at + math.ceil(max(0.0, now - p.clock_at) / timeout_s) * timeout_s
 
     def forget_unacked(self) -> None:
         """A new primary controller starts with nothing suppressed."""

@@ -123,6 +123,35 @@ def test_digests_batch_time_out_and_suppress_duplicates_until_acked():
     assert sent[-1] == (3, [(1,)])
 
 
+def test_digest_lists_keep_to_the_timeouts_clock():
+    """A steady stream of samples gets a list exactly every timeout (the controller ticks on
+    them), not one timeout after each list's own first sample, which drifted later by the
+    wait for it; after a pause, a sample waits for the clock's next tick, never longer than
+    the timeout."""
+    sent, now = [], [0.0]
+    eng = DigestEngine(lambda lid, list_id, s: sent.append((round(now[0], 3), list(s))))
+    eng.configure(1, DigestConfig(max_timeout_ns=10_000_000, max_list_size=0))
+
+    def poll(at: float) -> float | None:
+        now[0] = at
+        return eng.poll(at)
+
+    for i in range(10):  # a sample every 3 ms from 1 ms on, polled every millisecond
+        for ms in range(3 * i, 3 * i + 3):
+            if ms == 3 * i + 1:
+                eng.learn(1, (i,), ms / 1000)
+            poll(ms / 1000)
+    poll(0.031)
+    assert sent == [  # the clock's ticks: 11, 21, 31 ms
+        (0.011, [(0,), (1,), (2,), (3,)]), (0.021, [(4,), (5,), (6,)]),
+        (0.031, [(7,), (8,), (9,)]),
+    ]  # fmt: skip
+    eng.learn(1, (10,), 0.0555)  # after a pause: the clock's next tick, 61 ms
+    assert poll(0.056) == pytest.approx(0.061)
+    poll(0.061)
+    assert sent[-1] == (0.061, [(10,)])
+
+
 def test_digest_ack_timeout_releases_data():
     sent = []
     eng = DigestEngine(lambda lid, list_id, s: sent.append(list(s)))
