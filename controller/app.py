@@ -188,8 +188,8 @@ class Stream:
 
 async def program(sw: fy.Switch, config: ControllerConfig, stream: Stream) -> None:
     """Forwarding from the topology, the telemetry interval and the digest subscription:
-    a digest list every half interval (the switch sends a list half an interval after its
-    first sample), every other one of which starts a tick (`Ticker`)."""
+    a digest list every half interval (no sample waits longer for its list), about every
+    other one of which starts a tick (`Ticker`)."""
     await sw.delete_all()
     await sw.insert(forwarding_entities(config.topology, sw.name))
     await stream.send(sw, [control(enc.OP_SET_INTERVAL, enc.interval_payload(config.interval_s))])
@@ -331,14 +331,14 @@ class Ticker:
     half interval, and the first one TICK_SPACING_INTERVALS after the last tick began
     (about every other one) starts the next tick, so the decision comes right after
     telemetry arrived and the next list is half an interval away while the tick decides
-    and writes. With a clock
-    of its own the ticker met lists at every phase (the switch closes each port's interval
-    on that port's packets; lists went a millisecond after that), and a list's sending and
-    decoding in the middle of a tick made the write's tail (issue 20). How long a port's
-    sample waits for a decision is as before: up to half an interval in the switch, and up
-    to half an interval more in the controller if its list started no tick, where it waited
-    up to one interval for the tick's clock. Without traffic there are no digests, and the
-    ticker ticks after IDLE_TICK_PERIODS list periods without a list."""
+    and writes. With a clock of its own the ticker met lists at every phase (the switch
+    closes each port's interval on that port's packets; lists went a millisecond after
+    that), and a list's sending and decoding in the middle of a tick made the write's tail
+    (issue 20). How long a port's sample waits for a decision is as before: up to half an
+    interval in the switch, and up to half an interval more in the controller if its list
+    started no tick, where it waited up to one interval for the tick's clock. Without
+    traffic there are no digests, and the ticker ticks after IDLE_TICK_PERIODS list
+    periods without a list."""
 
     def __init__(
         self, runner: SwitchRunner, checkpoint: Path | None, checkpoint_every: int = 100
