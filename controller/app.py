@@ -348,10 +348,9 @@ class Ticker:
 
     async def run(self, sw: fy.Switch) -> None:
         r = self.runner
-        last = time.monotonic()
+        start = time.perf_counter()
         while True:
-            by_list = await self._next_interval(last)
-            last = time.monotonic()
+            by_list = await self._next_interval(start)
             start, digest_at, lists = time.perf_counter(), r.digests.last_at, r.digests.lists
             pending = r.loop.decide(time.time())
             decided = time.perf_counter()
@@ -368,19 +367,20 @@ class Ticker:
 
     async def _next_interval(self, last: float) -> bool:
         """Until the first digest list TICK_SPACING_INTERVALS after the last tick began
-        (one arriving sooner leaves its samples for this one), or IDLE_TICK_PERIODS list
-        periods after it without one; whether a list ended the wait."""
+        (`last`, perf_counter, the clock of DigestReader's times), or IDLE_TICK_PERIODS
+        list periods after it without one (one arriving sooner leaves its samples for this
+        one); whether a list ended the wait."""
         interval, digests = self.runner.config.interval_s, self.runner.digests
         gap_s = min(digests.gap_s, MAX_LIST_PERIOD_INTERVALS * interval)  # min(nan, x) is nan
         period = max(interval, gap_s) if math.isfinite(gap_s) else interval
         idle_at = last + IDLE_TICK_PERIODS * period
         while True:
             try:
-                await asyncio.wait_for(digests.arrived.wait(), idle_at - time.monotonic())
+                await asyncio.wait_for(digests.arrived.wait(), idle_at - time.perf_counter())
             except TimeoutError:
                 return False
             digests.arrived.clear()
-            if time.monotonic() >= last + TICK_SPACING_INTERVALS * interval:
+            if time.perf_counter() >= last + TICK_SPACING_INTERVALS * interval:
                 return True
 
     def _save(self) -> None:
